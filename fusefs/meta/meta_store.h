@@ -1,0 +1,147 @@
+// MetaStore: the namespace and attributes of a tipfs volume, in RocksDB.
+//
+// Keys (all integers big-endian so RocksDB's order is numeric):
+//   S                       superblock: format version, volume UUID, next inode number
+//   I <ino>                 inode record (Inode below, encoded)
+//   D <parent> <name>       directory entry -> child inode number and file type
+//   L <ino>                 symlink target
+//   X <ino> <name>          extended attribute value
+//   O <ino>                 orphan: nlink reached 0; data objects still to be reclaimed
+//
+// Every mutating operation is one atomic WriteBatch, so a crash leaves the store either before
+// or after each operation. Inode numbers come from a persistent counter and are never reused.
+// An inode whose link count reaches 0 is marked orphan in the same batch; the file system
+// reclaims its data at the last close (or at the next mount after a crash) and then calls
+// DeleteInode. Thread-safe: reads run concurrently; mutations serialize on one mutex.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace tipfs::meta {
+
+using Ino = uint64_t;
+constexpr Ino kRootIno = 1;
+constexpr size_t kMaxNameLength = 255;
+
+struct Time {
+  int64_t sec = 0;
+  int64_t nsec = 0;
+  static Time Now();  // CLOCK_REALTIME
+};
+
+struct Inode {
+  Ino ino = 0;
+  uint32_t mode = 0;  // type and permission bits, as st_mode
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  uint64_t rdev = 0;
+  Ino parent = 0;  // directories only: the containing directory (root: itself)
+  Time atime, mtime, ctime;
+};
+
+struct DirEntry {
+  std::string name;
+  Ino ino = 0;
+  uint32_t type = 0;  // S_IFMT bits of the child's mode
+};
+
+// What a new node is made of. Directories get nlink 2 and bump the parent's nlink.
+struct NewNode {
+  uint32_t mode = 0;  // including the S_IFMT type
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t rdev = 0;
+  std::string symlink_target;  // S_IFLNK only; becomes the size
+  Time now;
+};
+
+// A setattr: only the fields whose flag is set change; ctime is set to `now` when anything does.
+struct AttrChange {
+  std::optional<uint32_t> mode;  // permission bits only; the type is kept
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size;  // also sets mtime = now
+  std::optional<Time> atime;
+  std::optional<Time> mtime;
+  Time now;
+};
+
+struct Counts {
+  uint64_t inodes = 0;  // live inodes, orphans included
+};
+
+class MetaStore {
+ public:
+  // Creates a new store for a volume at `path` with an empty root directory owned by uid/gid.
+  // Fails (EEXIST) if a store is already there.
+  static Result<std::unique_ptr<MetaStore>> Create(const std::string& path,
+                                                   const std::string& volume_uuid, uint32_t uid,
+                                                   uint32_t gid);
+  // Opens an existing store. A store locked by a running mount fails with EBUSY and the message
+  // "metadata store <path> is locked by a running mount"; a store of another volume (UUID
+  // mismatch) with EINVAL; a damaged one with EUCLEAN naming what is damaged.
+  static Result<std::unique_ptr<MetaStore>> Open(const std::string& path,
+                                                 const std::string& volume_uuid);
+  ~MetaStore();
+
+  Result<Inode> Get(Ino ino);
+  // ENOENT when absent; ENOTDIR when parent is not a directory; ENAMETOOLONG over 255 bytes.
+  Result<Inode> Lookup(Ino parent, std::string_view name);
+
+  // Files, directories, symlinks, fifos, sockets, devices. EEXIST when the name is taken.
+  Result<Inode> MakeNode(Ino parent, std::string_view name, const NewNode& node);
+  // New name for an existing non-directory inode (EPERM for directories); nlink + 1.
+  Result<Inode> Link(Ino ino, Ino new_parent, std::string_view new_name, Time now);
+  // Removes a non-directory entry (EISDIR for a directory); returns the inode after nlink - 1.
+  Result<Inode> Unlink(Ino parent, std::string_view name, Time now);
+  // Removes an empty directory: ENOTEMPTY, ENOTDIR as rmdir(2). Returns the removed inode.
+  Result<Inode> Rmdir(Ino parent, std::string_view name, Time now);
+  // rename(2) / renameat2(2) with flags 0, RENAME_NOREPLACE or RENAME_EXCHANGE, and the errnos a
+  // local file system gives (EINVAL for a directory moved into its own subtree, ENOTEMPTY,
+  // EISDIR, ENOTDIR, EEXIST). When an existing target is replaced, returns it after nlink - 1
+  // (a replaced directory: nlink 0).
+  Result<std::optional<Inode>> Rename(Ino parent, std::string_view name, Ino new_parent,
+                                      std::string_view new_name, unsigned flags, Time now);
+
+  Result<Inode> SetAttr(Ino ino, const AttrChange& change);
+  // After a write of [.., end): size = max(size, end); mtime = ctime = now.
+  Result<Inode> RecordWrite(Ino ino, uint64_t end, Time now);
+  Result<std::string> ReadLink(Ino ino);
+
+  // All entries of a directory, sorted by name ("." and ".." are not stored).
+  Result<std::vector<DirEntry>> ListDir(Ino dir);
+
+  Result<std::string> GetXattr(Ino ino, std::string_view name);  // ENODATA when absent
+  // flags: 0, XATTR_CREATE (EEXIST) or XATTR_REPLACE (ENODATA).
+  Status SetXattr(Ino ino, std::string_view name, std::string_view value, int flags, Time now);
+  Result<std::vector<std::string>> ListXattrs(Ino ino);
+  Status RemoveXattr(Ino ino, std::string_view name, Time now);  // ENODATA when absent
+
+  // Inodes whose link count reached 0 and whose data is not yet reclaimed.
+  Result<std::vector<Ino>> ListOrphans();
+  // Deletes an orphan's inode record, symlink target, xattrs and orphan mark, in one batch.
+  Status DeleteInode(Ino ino);
+
+  Result<Counts> GetCounts();
+  // Makes every completed operation durable (syncs the write-ahead log).
+  Status Sync();
+
+ private:
+  struct Impl;
+  explicit MetaStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tipfs::meta

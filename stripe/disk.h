@@ -1,0 +1,80 @@
+// Disk: the seam between tipfs and a backing store. One Disk is one backing directory ("disk")
+// of a volume, holding one sparse object per tipfs file. Every byte tipfs stores goes through this
+// interface, so tests wrap it to inject latency (EmulatedDisk), faults (FaultyDisk) and crashes.
+//
+// Thread-safety: all methods may be called from any thread concurrently.
+//
+// A request moves through these states: submitted -> (queued, if the implementation models a
+// queue) -> in service at the backing store -> completed, where a short read inside the object or
+// an EINTR/EAGAIN is resubmitted for the rest -> done(result). `done` runs exactly once, from any
+// thread (often the completion thread), and must not block for long.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace tipfs::stripe {
+
+// Names the object of one tipfs file on every disk: the file's inode number.
+using ObjectId = uint64_t;
+
+struct DiskRequest {
+  enum class Kind : uint8_t { kRead, kWrite, kSync };
+  // Who is waiting: a demand request has a program blocked on it; a prefetch has not. Emulation
+  // and queueing policies may serve demand first.
+  enum class Priority : uint8_t { kDemand, kPrefetch };
+
+  Kind kind = Kind::kRead;
+  Priority priority = Priority::kDemand;
+  ObjectId object = 0;
+  uint64_t offset = 0;  // byte offset inside the object (kSync: ignored)
+  uint64_t length = 0;  // bytes (kSync: ignored)
+  char* buffer = nullptr;  // kRead: destination; kWrite: source, not modified
+  // Bytes transferred, or the error. A read that reaches past the end of the object (or a missing
+  // object) transfers fewer bytes; the caller treats the rest as a hole of zeros. A write
+  // transfers `length` or fails.
+  std::function<void(Result<uint64_t>)> done;
+};
+
+struct DiskUsage {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;   // available to tipfs (statvfs f_bavail)
+  uint64_t total_files = 0;
+  uint64_t free_files = 0;
+};
+
+struct ObjectInfo {
+  uint64_t size = 0;             // logical length
+  uint64_t allocated_bytes = 0;  // space it occupies (st_blocks * 512)
+};
+
+class Disk {
+ public:
+  virtual ~Disk() = default;
+
+  // Starts an asynchronous read, write or sync; see DiskRequest for the contract.
+  virtual void Submit(DiskRequest request) = 0;
+
+  // Sets the object's length, creating it when missing (size 0 of a missing object is a no-op).
+  virtual Status Truncate(ObjectId object, uint64_t size) = 0;
+  // Deletes the object; OK when it does not exist.
+  virtual Status Remove(ObjectId object) = 0;
+  // NotFound (ENOENT) when the object does not exist.
+  virtual Result<ObjectInfo> Stat(ObjectId object) = 0;
+  // Every object on the disk (for fsck and orphan reclamation).
+  virtual Status ListObjects(std::vector<ObjectId>* out) = 0;
+  virtual Result<DiskUsage> Usage() = 0;
+
+  // For messages: "disk 2 (/srv/d2)".
+  virtual std::string name() const = 0;
+};
+
+// Errors from several disks merge into one by a fixed rule: EIO is never hidden, then EROFS,
+// then ENOSPC, then anything else, then OK.
+Status MergeDiskErrors(const Status& a, const Status& b);
+
+}  // namespace tipfs::stripe

@@ -1,0 +1,98 @@
+#include "tests/support/mem_disk.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tipfs::testing {
+
+using stripe::DiskRequest;
+
+void MemDisk::Submit(DiskRequest request) {
+  Result<uint64_t> result = uint64_t{0};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++requests_;
+    switch (request.kind) {
+      case DiskRequest::Kind::kRead: {
+        auto it = objects_.find(request.object);
+        uint64_t n = 0;
+        if (it != objects_.end() && request.offset < it->second.size()) {
+          n = std::min<uint64_t>(request.length, it->second.size() - request.offset);
+          std::memcpy(request.buffer, it->second.data() + request.offset, n);
+        }
+        result = n;
+        break;
+      }
+      case DiskRequest::Kind::kWrite: {
+        std::string& object = objects_[request.object];
+        if (object.size() < request.offset + request.length) {
+          object.resize(request.offset + request.length, '\0');
+        }
+        std::memcpy(object.data() + request.offset, request.buffer, request.length);
+        result = request.length;
+        break;
+      }
+      case DiskRequest::Kind::kSync:
+        break;
+    }
+  }
+  request.done(std::move(result));
+}
+
+Status MemDisk::Truncate(stripe::ObjectId object, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(object);
+  if (it == objects_.end()) {
+    if (size == 0) return Status::OK();
+    it = objects_.emplace(object, std::string()).first;
+  }
+  it->second.resize(size, '\0');
+  return Status::OK();
+}
+
+Status MemDisk::Remove(stripe::ObjectId object) {
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_.erase(object);
+  return Status::OK();
+}
+
+Result<stripe::ObjectInfo> MemDisk::Stat(stripe::ObjectId object) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(object);
+  if (it == objects_.end()) return Status::NotFound(name_ + ": no object " + std::to_string(object));
+  return stripe::ObjectInfo{it->second.size(), it->second.size()};
+}
+
+Status MemDisk::ListObjects(std::vector<stripe::ObjectId>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, data] : objects_) out->push_back(id);
+  return Status::OK();
+}
+
+Result<stripe::DiskUsage> MemDisk::Usage() {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t used = 0;
+  for (const auto& [id, data] : objects_) used += data.size();
+  constexpr uint64_t kTotal = uint64_t{1} << 40;
+  return stripe::DiskUsage{kTotal, kTotal - used, 1 << 20, (1 << 20) - objects_.size()};
+}
+
+std::string MemDisk::Contents(stripe::ObjectId object) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(object);
+  return it == objects_.end() ? std::string() : it->second;
+}
+
+uint64_t MemDisk::requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_;
+}
+
+uint64_t MemDisk::bytes_used() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t used = 0;
+  for (const auto& [id, data] : objects_) used += data.size();
+  return used;
+}
+
+}  // namespace tipfs::testing

@@ -1,0 +1,39 @@
+// MemDisk: a Disk held in memory, for unit tests of everything above stripe/. Objects are byte
+// strings; reads past an object's end are short, as on a real disk. Submit completes the request
+// inline, before it returns: wrap it in an EmulatedDisk on a FakeClock to model timing.
+// Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "stripe/disk.h"
+
+namespace tipfs::testing {
+
+class MemDisk : public stripe::Disk {
+ public:
+  explicit MemDisk(std::string name = "memdisk") : name_(std::move(name)) {}
+
+  void Submit(stripe::DiskRequest request) override;
+  Status Truncate(stripe::ObjectId object, uint64_t size) override;
+  Status Remove(stripe::ObjectId object) override;
+  Result<stripe::ObjectInfo> Stat(stripe::ObjectId object) override;
+  Status ListObjects(std::vector<stripe::ObjectId>* out) override;
+  Result<stripe::DiskUsage> Usage() override;
+  std::string name() const override { return name_; }
+
+  // Test access.
+  std::string Contents(stripe::ObjectId object) const;
+  uint64_t requests() const;
+  uint64_t bytes_used() const;
+
+ private:
+  const std::string name_;
+  mutable std::mutex mu_;
+  std::map<stripe::ObjectId, std::string> objects_;  // GUARDED_BY(mu_)
+  uint64_t requests_ = 0;                            // GUARDED_BY(mu_)
+};
+
+}  // namespace tipfs::testing

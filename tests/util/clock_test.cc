@@ -1,0 +1,68 @@
+#include "util/clock.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <vector>
+
+namespace tipfs {
+namespace {
+
+TEST(FakeClockTest, RunsCallbacksInDeadlineOrderAtTheirOwnTime) {
+  FakeClock clock(0);
+  std::vector<std::pair<int, int64_t>> ran;
+  clock.RunAt(300, [&] { ran.push_back({3, clock.NowNanos()}); });
+  clock.RunAt(100, [&] { ran.push_back({1, clock.NowNanos()}); });
+  clock.RunAt(200, [&] {
+    ran.push_back({2, clock.NowNanos()});
+    clock.RunAt(250, [&] { ran.push_back({25, clock.NowNanos()}); });
+  });
+  clock.Advance(260);
+  ASSERT_EQ(ran.size(), 3u);
+  EXPECT_EQ(ran[0], (std::pair<int, int64_t>{1, 100}));
+  EXPECT_EQ(ran[1], (std::pair<int, int64_t>{2, 200}));
+  EXPECT_EQ(ran[2], (std::pair<int, int64_t>{25, 250}));
+  EXPECT_EQ(clock.NowNanos(), 260);
+  EXPECT_EQ(clock.pending(), 1u);
+  EXPECT_TRUE(clock.AdvanceToNext());
+  EXPECT_EQ(ran.back().first, 3);
+  EXPECT_FALSE(clock.AdvanceToNext());
+}
+
+TEST(FakeClockTest, RunAtNeverRunsInline) {
+  FakeClock clock(0);
+  bool ran = false;
+  clock.RunAt(0, [&] { ran = true; });
+  EXPECT_FALSE(ran);
+  clock.Advance(0);
+  EXPECT_TRUE(ran);
+}
+
+TEST(SystemClockTest, RunsCallbackNoEarlierThanDeadline) {
+  SystemClock clock;
+  std::promise<int64_t> fired;
+  int64_t deadline = clock.NowNanos() + 2 * kNanosPerMilli;
+  clock.RunAt(deadline, [&] { fired.set_value(clock.NowNanos()); });
+  EXPECT_GE(fired.get_future().get(), deadline);
+}
+
+TEST(SystemClockTest, EarlierTimerAddedLaterFiresFirst) {
+  SystemClock clock;
+  std::atomic<int> order{0};
+  std::promise<void> both;
+  int first_seen = 0;
+  int64_t now = clock.NowNanos();
+  clock.RunAt(now + 50 * kNanosPerMilli, [&] {
+    if (++order == 2) both.set_value();
+  });
+  clock.RunAt(now + 1 * kNanosPerMilli, [&] {
+    first_seen = order.load() + 1;
+    if (++order == 2) both.set_value();
+  });
+  both.get_future().wait();
+  EXPECT_EQ(first_seen, 1);
+}
+
+}  // namespace
+}  // namespace tipfs

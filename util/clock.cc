@@ -1,0 +1,103 @@
+#include "util/clock.h"
+
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <chrono>
+
+namespace tipfs {
+
+int64_t SystemClock::NowNanos() const {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * kNanosPerSecond + ts.tv_nsec;
+}
+
+SystemClock* SystemClock::Default() {
+  static SystemClock* clock = new SystemClock();  // never destroyed: used until exit
+  return clock;
+}
+
+SystemClock::~SystemClock() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!thread_.joinable()) thread_ = std::thread([this] { TimerLoop(); });
+  bool earliest = timers_.empty() || deadline_ns < timers_.top().deadline;
+  PushTimer(deadline_ns, std::move(fn));
+  if (earliest) cv_.notify_one();
+}
+
+void SystemClock::TimerLoop() {
+  // Default slack is 50 µs; the disk model wants completions within a few µs of their deadline.
+  prctl(PR_SET_TIMERSLACK, 1UL);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (timers_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    int64_t now = NowNanos();
+    int64_t deadline = timers_.top().deadline;
+    if (deadline > now) {
+      // condition_variable uses steady_clock, which is CLOCK_MONOTONIC on Linux, as NowNanos is.
+      auto when = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline));
+      cv_.wait_until(lock, when);
+      continue;
+    }
+    std::function<void()> fn = std::move(const_cast<Timer&>(timers_.top()).fn);
+    timers_.pop();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+int64_t FakeClock::NowNanos() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return now_;
+}
+
+void FakeClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  PushTimer(deadline_ns, std::move(fn));
+}
+
+void FakeClock::Advance(int64_t ns) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t target = now_ + ns;
+  while (!timers_.empty() && timers_.top().deadline <= target) {
+    if (timers_.top().deadline > now_) now_ = timers_.top().deadline;
+    std::function<void()> fn = std::move(const_cast<Timer&>(timers_.top()).fn);
+    timers_.pop();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+  now_ = target;
+}
+
+bool FakeClock::AdvanceToNext() {
+  int64_t delta;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (timers_.empty()) return false;
+    delta = timers_.top().deadline > now_ ? timers_.top().deadline - now_ : 0;
+  }
+  Advance(delta);
+  return true;
+}
+
+size_t FakeClock::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timers_.size();
+}
+
+}  // namespace tipfs

@@ -1,0 +1,96 @@
+// Clock: the one seam for time. Everything that measures or waits (the disk model, the TIP
+// estimators, stall accounting) takes a Clock*, so unit tests run on a FakeClock: deterministic
+// and instant. Thread-safe: NowNanos and RunAt may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <vector>
+
+namespace tipfs {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Monotonic nanoseconds since an arbitrary origin.
+  virtual int64_t NowNanos() const = 0;
+  // Calls fn once, at or after `deadline_ns`, never from inside RunAt itself (so the caller may
+  // hold its locks). Waiting sleeps; it never spins.
+  virtual void RunAt(int64_t deadline_ns, std::function<void()> fn) = 0;
+};
+
+// Timer-heap base shared by both clocks: pending callbacks ordered by deadline, FIFO on ties.
+class TimerHeap {
+ protected:
+  struct Timer {
+    int64_t deadline;
+    uint64_t seq;
+    std::function<void()> fn;
+  };
+  struct Later {
+    bool operator()(const Timer& a, const Timer& b) const {
+      return a.deadline != b.deadline ? a.deadline > b.deadline : a.seq > b.seq;
+    }
+  };
+  // REQUIRES: caller holds the owning clock's mutex.
+  void PushTimer(int64_t deadline, std::function<void()> fn) {
+    timers_.push(Timer{deadline, next_seq_++, std::move(fn)});
+  }
+  std::priority_queue<Timer, std::vector<Timer>, Later> timers_;
+  uint64_t next_seq_ = 0;
+};
+
+// Real time (CLOCK_MONOTONIC). Callbacks run on one timer thread, started on first use, with a
+// 1 µs timer slack so emulated disk completions land close to their deadlines.
+class SystemClock : public Clock, private TimerHeap {
+ public:
+  SystemClock() = default;
+  ~SystemClock() override;  // pending callbacks that are not yet due are dropped
+  SystemClock(const SystemClock&) = delete;
+  SystemClock& operator=(const SystemClock&) = delete;
+
+  int64_t NowNanos() const override;
+  void RunAt(int64_t deadline_ns, std::function<void()> fn) override;
+
+  // The process-wide instance.
+  static SystemClock* Default();
+
+ private:
+  void TimerLoop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;     // started lazily under mu_
+};
+
+// Manual time for tests. Time moves only in Advance(); due callbacks run there, in deadline
+// order, on the calling thread, with the clock reading each callback's own deadline.
+class FakeClock : public Clock, private TimerHeap {
+ public:
+  explicit FakeClock(int64_t start_ns = 1'000'000'000) : now_(start_ns) {}
+
+  int64_t NowNanos() const override;
+  void RunAt(int64_t deadline_ns, std::function<void()> fn) override;
+
+  // Moves time forward by `ns` (0 runs what is already due) and runs every callback that falls
+  // due, including ones scheduled by those callbacks.
+  void Advance(int64_t ns);
+  // Advances to the next pending deadline, if any; returns false when nothing is pending.
+  bool AdvanceToNext();
+  size_t pending() const;
+
+ private:
+  mutable std::mutex mu_;
+  int64_t now_;  // GUARDED_BY(mu_)
+};
+
+constexpr int64_t kNanosPerMicro = 1'000;
+constexpr int64_t kNanosPerMilli = 1'000'000;
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+
+}  // namespace tipfs
