@@ -68,6 +68,9 @@ class Disk {
   // Every object on the disk (for fsck and orphan reclamation).
   virtual Status ListObjects(std::vector<ObjectId>* out) = 0;
   virtual Result<DiskUsage> Usage() = 0;
+  // Makes every completed write on this disk durable (syncfs of the backing store): a clean
+  // unmount calls it so that everything, not only fsync'ed files, survives.
+  virtual Status SyncAll() = 0;
 
   // For messages: "disk 2 (/srv/d2)".
   virtual std::string name() const = 0;
