@@ -22,6 +22,8 @@
 
 namespace tipfs::stripe {
 
+class IoRing;
+
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kDefaultStripeUnit = 64 * 1024;
 
@@ -81,6 +83,9 @@ class Volume {
   Label label_;
   Layout layout_;
   std::vector<std::unique_ptr<Disk>> disks_;
+  // The io_uring shared by the PosixDisks that Open made (null for caller-made disks). The
+  // destructor drops disks_ first: they drain their ops on this ring.
+  std::unique_ptr<IoRing> ring_;
 };
 
 }  // namespace tipfs::stripe

@@ -1,0 +1,259 @@
+// IoRing implementation; the op states are described in io_ring.h.
+#include "stripe/io_ring.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tipfs::stripe {
+
+namespace {
+
+constexpr uint32_t kMaxRetries = 64;
+// A single SQE carries at most an unsigned int of bytes; bigger requests continue as "short".
+constexpr uint64_t kMaxBytesPerSqe = uint64_t{1} << 30;
+constexpr size_t kOpsPerChunk = 64;
+constexpr size_t kMaxDeferredRings = 8;
+
+// Rings with SQEs this thread prepared inside a SubmitBatch scope, not yet submitted.
+thread_local int t_batch_depth = 0;
+thread_local IoRing* t_deferred[kMaxDeferredRings];
+thread_local size_t t_deferred_count = 0;
+
+// Marks `ring` as needing a flush at scope end; false when the thread's table is full.
+bool DeferSubmit(IoRing* ring) {
+  for (size_t i = 0; i < t_deferred_count; ++i) {
+    if (t_deferred[i] == ring) return true;
+  }
+  if (t_deferred_count == kMaxDeferredRings) return false;
+  t_deferred[t_deferred_count++] = ring;
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<IoRing>> IoRing::Create(uint32_t entries) {
+  if (entries == 0) return Status::InvalidArgument("io_uring: ring_entries must be > 0");
+  std::unique_ptr<IoRing> ring(new IoRing(entries));
+  const int r = io_uring_queue_init(entries, &ring->ring_, 0);
+  if (r < 0) return ErrnoStatus("io_uring_queue_init", -r);
+  ring->completion_thread_ = std::thread([raw = ring.get()] { raw->CompletionLoop(); });
+  return ring;
+}
+
+IoRing::IoRing(uint32_t entries) : entries_(entries) {}
+
+IoRing::~IoRing() {
+  if (!completion_thread_.joinable()) return;  // io_uring_queue_init failed; nothing to tear down
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    // A NOP without user data wakes the completion thread and tells it to stop. There is room:
+    // owners drained their ops, and submitted SQEs leave the SQ at once.
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {
+      std::fprintf(stderr, "INTERNAL ERROR: IoRing destroyed with a full submission queue\n");
+      std::abort();
+    }
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, nullptr);
+    SubmitLocked();
+  }
+  completion_thread_.join();
+  io_uring_queue_exit(&ring_);
+}
+
+IoRing::Op* IoRing::AllocOp() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_list_ == nullptr) {
+    op_chunks_.emplace_back(new Op[kOpsPerChunk]);
+    Op* chunk = op_chunks_.back().get();
+    for (size_t i = 0; i < kOpsPerChunk; ++i) {
+      chunk[i].next = free_list_;
+      free_list_ = &chunk[i];
+    }
+  }
+  Op* op = free_list_;
+  free_list_ = op->next;
+  op->next = nullptr;
+  return op;
+}
+
+void IoRing::Submit(Op* op) {
+  op->transferred = 0;
+  op->retries = 0;
+  op->next = nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in_flight_ >= entries_) {
+    // Ring full: queue in FIFO order; a completion will prepare it (never dropped).
+    ++queued_total_;
+    if (pending_tail_ != nullptr) {
+      pending_tail_->next = op;
+    } else {
+      pending_head_ = op;
+    }
+    pending_tail_ = op;
+    return;
+  }
+  ++in_flight_;
+  PrepareLocked(op);
+  if (t_batch_depth > 0 && DeferSubmit(this)) return;
+  SubmitLocked();
+}
+
+void IoRing::PrepareLocked(Op* op) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    // Cannot happen: prepared-but-unsubmitted SQEs <= in_flight_ <= entries_ == SQ size.
+    std::fprintf(stderr, "INTERNAL ERROR: io_uring submission queue full\n");
+    std::abort();
+  }
+  const uint64_t rest = op->length - op->transferred;
+  const unsigned n = static_cast<unsigned>(std::min(rest, kMaxBytesPerSqe));
+  switch (op->kind) {
+    case OpKind::kRead:
+      io_uring_prep_read(sqe, op->fd, op->buffer + op->transferred, n,
+                         op->offset + op->transferred);
+      break;
+    case OpKind::kWrite:
+      io_uring_prep_write(sqe, op->fd, op->buffer + op->transferred, n,
+                          op->offset + op->transferred);
+      break;
+    case OpKind::kFdatasync:
+      io_uring_prep_fsync(sqe, op->fd, IORING_FSYNC_DATASYNC);
+      break;
+  }
+  io_uring_sqe_set_data(sqe, op);
+}
+
+void IoRing::SubmitLocked() {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int r = io_uring_submit(&ring_);
+    if (r >= 0) return;
+    if (r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+      // The SQEs stay in the ring and go out with the next successful submit.
+      std::fprintf(stderr, "tipfs: io_uring_submit: %s\n", std::strerror(-r));
+      return;
+    }
+  }
+}
+
+void IoRing::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SubmitLocked();
+}
+
+void IoRing::FlushThisThread() {
+  const size_t count = t_deferred_count;
+  t_deferred_count = 0;
+  for (size_t i = 0; i < count; ++i) t_deferred[i]->Flush();
+}
+
+IoRing::SubmitBatch::SubmitBatch() { ++t_batch_depth; }
+
+IoRing::SubmitBatch::~SubmitBatch() {
+  if (--t_batch_depth == 0) FlushThisThread();
+}
+
+uint32_t IoRing::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
+uint64_t IoRing::queued_total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_total_;
+}
+
+bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
+  if (res == -EINTR || res == -EAGAIN) {
+    if (++op->retries <= kMaxRetries) return false;  // retried unchanged
+    *final_result = res;
+    return true;
+  }
+  if (res < 0) {
+    *final_result = res;  // failed
+    return true;
+  }
+  if (op->kind == OpKind::kFdatasync) {
+    *final_result = 0;
+    return true;
+  }
+  if (res == 0) {
+    // Read: end of object (a short read, the caller zero-fills). Write: no progress at all.
+    *final_result = op->kind == OpKind::kRead ? static_cast<int64_t>(op->transferred) : -EIO;
+    return true;
+  }
+  op->transferred += static_cast<uint64_t>(res);
+  if (op->transferred < op->length) return false;  // short: resubmitted for the rest
+  *final_result = static_cast<int64_t>(op->transferred);
+  return true;
+}
+
+void IoRing::CompletionLoop() {
+  std::vector<Op*> again;
+  std::vector<std::pair<Op*, int64_t>> finished;
+  bool stop = false;
+  while (!stop) {
+    io_uring_cqe* cqe = nullptr;
+    const int r = io_uring_wait_cqe(&ring_, &cqe);
+    if (r == -EINTR || r == -EAGAIN) continue;
+    if (r < 0) {
+      std::fprintf(stderr, "INTERNAL ERROR: io_uring_wait_cqe: %s\n", std::strerror(-r));
+      std::abort();
+    }
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      Op* op = static_cast<Op*>(io_uring_cqe_get_data(cqe));
+      if (op == nullptr) {
+        stop = true;  // the destructor's NOP
+        continue;
+      }
+      int64_t result = 0;
+      if (HandleResult(op, cqe->res, &result)) {
+        finished.emplace_back(op, result);
+      } else {
+        again.push_back(op);
+      }
+    }
+    io_uring_cq_advance(&ring_, seen);
+
+    if (!again.empty()) {
+      // These ops keep their slots, so there is room in the SQ for them.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Op* op : again) PrepareLocked(op);
+      SubmitLocked();
+      again.clear();
+    }
+    if (finished.empty()) continue;
+    for (auto& [op, result] : finished) op->finish(op, result);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [op, result] : finished) {
+        op->done = nullptr;
+        op->owner = nullptr;
+        op->owner_data = nullptr;
+        op->next = free_list_;
+        free_list_ = op;
+      }
+      in_flight_ -= static_cast<uint32_t>(finished.size());
+      bool prepared = false;
+      while (pending_head_ != nullptr && in_flight_ < entries_) {
+        Op* op = pending_head_;
+        pending_head_ = op->next;
+        if (pending_head_ == nullptr) pending_tail_ = nullptr;
+        op->next = nullptr;
+        ++in_flight_;
+        PrepareLocked(op);
+        prepared = true;
+      }
+      if (prepared) SubmitLocked();
+    }
+    finished.clear();
+  }
+}
+
+}  // namespace tipfs::stripe
