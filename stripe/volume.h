@@ -51,6 +51,10 @@ Result<Label> Mkfs(const MkfsOptions& options);
 // Reads and checks one disk's label.
 Result<Label> ReadLabel(const std::string& disk_path);
 
+// Replaces one disk's label atomically (temporary file, fsync, rename, fsync of the directory).
+// For mkfs, fsck repairs and tests; it checks nothing about the rest of the volume.
+Status WriteLabel(const std::string& disk_path, const Label& label);
+
 // Where the metadata store of the volume lives (inside disk 0).
 std::string MetaPath(const Label& label);
 

@@ -1,0 +1,406 @@
+// PosixDisk implementation; see posix_disk.h for the request states and the fd cache rules.
+#include "stripe/posix_disk.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tipfs::stripe {
+
+namespace {
+
+// "3f/000000000000123f" relative to objects/, without allocating.
+struct RelPath {
+  explicit RelPath(ObjectId object) {
+    std::snprintf(path, sizeof(path), "%02x/%016" PRIx64, static_cast<unsigned>(object & 0xff),
+                  object);
+    std::snprintf(dir, sizeof(dir), "%02x", static_cast<unsigned>(object & 0xff));
+  }
+  char path[24];
+  char dir[4];
+};
+
+bool ParseHex(const char* s, size_t digits, uint64_t* out) {
+  if (std::strlen(s) != digits) return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    const char c = s[i];
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return false;
+    }
+    v = (v << 4) | static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+void CloseFd(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
+std::string PosixDisk::ObjectRelativePath(ObjectId object) {
+  return std::string("objects/") + RelPath(object).path;
+}
+
+Result<std::unique_ptr<PosixDisk>> PosixDisk::Open(const std::string& root, uint32_t index,
+                                                   IoRing* ring, size_t max_open_files) {
+  const std::string objects = root + "/objects";
+  const int fd = ::open(objects.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return ErrnoStatus("disk " + std::to_string(index) + " " + root + ": open " + objects);
+  }
+  return std::unique_ptr<PosixDisk>(
+      new PosixDisk(root, index, ring, max_open_files == 0 ? 1 : max_open_files, fd));
+}
+
+PosixDisk::PosixDisk(std::string root, uint32_t index, IoRing* ring, size_t max_open_files,
+                     int objects_fd)
+    : root_(std::move(root)),
+      name_("disk " + std::to_string(index) + " (" + root_ + ")"),
+      ring_(ring),
+      max_open_files_(max_open_files),
+      objects_fd_(objects_fd) {}
+
+PosixDisk::~PosixDisk() {
+  {
+    std::unique_lock<std::mutex> lock(drain_mu_);
+    drained_.wait(lock, [this] { return in_flight_.load() == 0; });
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (FdEntry* e : lru_) {
+    CloseFd(e->fd);
+    delete e;
+  }
+  lru_.clear();
+  map_.clear();
+  CloseFd(objects_fd_);
+}
+
+Status PosixDisk::OpError(const char* what, ObjectId object, uint64_t offset, int err) const {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), ": %s object %016" PRIx64 " at %" PRIu64, what, object, offset);
+  return ErrnoStatus(name_ + buf, err);
+}
+
+Result<int> PosixDisk::OpenObject(ObjectId object, bool create, bool* writable, bool* created) {
+  const RelPath rel(object);
+  *created = false;
+  *writable = true;
+  int fd = ::openat(objects_fd_, rel.path, O_RDWR | O_CLOEXEC);
+  if (fd >= 0) return fd;
+  if ((errno == EROFS || errno == EACCES) && !create) {
+    // A read-only backing store still serves reads.
+    fd = ::openat(objects_fd_, rel.path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      *writable = false;
+      return fd;
+    }
+  }
+  if (errno != ENOENT) return OpError("open", object, 0, errno);
+  if (!create) return -1;  // missing object: a hole
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    fd = ::openat(objects_fd_, rel.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      *created = true;
+      return fd;
+    }
+    if (errno == EEXIST) {  // another thread created it meanwhile
+      fd = ::openat(objects_fd_, rel.path, O_RDWR | O_CLOEXEC);
+      if (fd >= 0) return fd;
+      if (errno != ENOENT) return OpError("open", object, 0, errno);
+      continue;
+    }
+    if (errno != ENOENT) return OpError("create", object, 0, errno);
+    // The fan-out directory does not exist yet: make it, durably (objects/ is fsync'ed once).
+    if (::mkdirat(objects_fd_, rel.dir, 0700) == 0) {
+      if (::fsync(objects_fd_) != 0) return OpError("fsync objects/ for", object, 0, errno);
+    } else if (errno != EEXIST) {
+      return OpError("mkdir fan-out directory for", object, 0, errno);
+    }
+  }
+  return OpError("create", object, 0, ENOENT);
+}
+
+Result<PosixDisk::FdEntry*> PosixDisk::Acquire(ObjectId object, bool create) {
+  uint64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(object);
+    if (it != map_.end() && (!create || it->second->writable)) {
+      FdEntry* e = it->second;
+      ++e->refs;
+      lru_.splice(lru_.begin(), lru_, e->lru_pos);
+      return e;
+    }
+    epoch = remove_epoch_;
+  }
+  // The open syscalls run without the lock.
+  bool writable = false;
+  bool created = false;
+  Result<int> fd = OpenObject(object, create, &writable, &created);
+  if (!fd.ok()) return fd.status();
+  if (*fd < 0) return static_cast<FdEntry*>(nullptr);
+
+  int to_close[2] = {-1, -1};
+  FdEntry* result = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (created) unsynced_names_.insert(object);
+    auto it = map_.find(object);
+    if (it != map_.end() && (!create || it->second->writable)) {
+      // Another thread cached a usable descriptor while we were opening: share it.
+      result = it->second;
+      ++result->refs;
+      lru_.splice(lru_.begin(), lru_, result->lru_pos);
+      to_close[0] = *fd;
+    } else {
+      result = new FdEntry{object, *fd, writable, false, 1, {}};
+      ++open_fds_;
+      // An open that raced with Remove may hold the unlinked file: use it once, never cache it.
+      if (epoch == remove_epoch_) {
+        if (it != map_.end()) {  // a read-only entry replaced by a writable one
+          FdEntry* old = it->second;
+          lru_.erase(old->lru_pos);
+          map_.erase(it);
+          old->cached = false;
+          if (old->refs == 0) {
+            to_close[0] = old->fd;
+            delete old;
+            --open_fds_;
+          }
+        }
+        lru_.push_front(result);
+        result->lru_pos = lru_.begin();
+        result->cached = true;
+        map_.emplace(object, result);
+        if (map_.size() > max_open_files_) {
+          FdEntry* victim = lru_.back();
+          lru_.pop_back();
+          map_.erase(victim->object);
+          victim->cached = false;
+          if (victim->refs == 0) {
+            to_close[1] = victim->fd;
+            delete victim;
+            --open_fds_;
+          }
+        }
+      }
+    }
+  }
+  CloseFd(to_close[0]);
+  CloseFd(to_close[1]);
+  return result;
+}
+
+void PosixDisk::Release(FdEntry* entry) {
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--entry->refs == 0 && !entry->cached) {
+      fd = entry->fd;
+      delete entry;
+      --open_fds_;
+    }
+  }
+  CloseFd(fd);
+}
+
+Status PosixDisk::SyncFanoutDirIfNew(ObjectId object) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unsynced_names_.erase(object) == 0) return Status::OK();
+  }
+  const RelPath rel(object);
+  const int dir = ::openat(objects_fd_, rel.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int err = 0;
+  if (dir < 0 || ::fsync(dir) != 0) err = errno;
+  CloseFd(dir);
+  if (err == 0) return Status::OK();
+  std::lock_guard<std::mutex> lock(mu_);
+  unsynced_names_.insert(object);
+  return OpError("fsync directory of", object, 0, err);
+}
+
+void PosixDisk::Submit(DiskRequest request) {
+  const bool is_write = request.kind == DiskRequest::Kind::kWrite;
+  if (request.kind != DiskRequest::Kind::kSync && request.length == 0) {
+    request.done(uint64_t{0});
+    return;
+  }
+  Result<FdEntry*> entry = Acquire(request.object, is_write);
+  if (!entry.ok()) {
+    request.done(entry.status());
+    return;
+  }
+  if (*entry == nullptr) {
+    // No object: a read is all hole; there is nothing to sync.
+    request.done(uint64_t{0});
+    return;
+  }
+  if (request.kind == DiskRequest::Kind::kSync) {
+    Status s = SyncFanoutDirIfNew(request.object);
+    if (!s.ok()) {
+      Release(*entry);
+      request.done(std::move(s));
+      return;
+    }
+  }
+  IoRing::Op* op = ring_->AllocOp();
+  switch (request.kind) {
+    case DiskRequest::Kind::kRead:
+      op->kind = IoRing::OpKind::kRead;
+      break;
+    case DiskRequest::Kind::kWrite:
+      op->kind = IoRing::OpKind::kWrite;
+      break;
+    case DiskRequest::Kind::kSync:
+      op->kind = IoRing::OpKind::kFdatasync;
+      break;
+  }
+  op->fd = (*entry)->fd;
+  op->buffer = request.buffer;
+  op->offset = request.offset;
+  op->length = request.kind == DiskRequest::Kind::kSync ? 0 : request.length;
+  op->finish = &PosixDisk::FinishOp;
+  op->owner = this;
+  op->owner_data = *entry;
+  op->done = std::move(request.done);
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  ring_->Submit(op);
+}
+
+void PosixDisk::FinishOp(IoRing::Op* op, int64_t result) {
+  auto* disk = static_cast<PosixDisk*>(op->owner);
+  auto* entry = static_cast<FdEntry*>(op->owner_data);
+  auto done = std::move(op->done);
+  Result<uint64_t> r = uint64_t{0};
+  if (result >= 0) {
+    r = static_cast<uint64_t>(result);
+  } else {
+    const char* what = op->kind == IoRing::OpKind::kRead    ? "read"
+                       : op->kind == IoRing::OpKind::kWrite ? "write"
+                                                            : "fdatasync";
+    r = disk->OpError(what, entry->object, op->offset, static_cast<int>(-result));
+  }
+  disk->Release(entry);
+  done(std::move(r));
+  if (disk->in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // Notify under the lock: the destructor may free the disk as soon as it sees zero.
+    std::lock_guard<std::mutex> lock(disk->drain_mu_);
+    disk->drained_.notify_all();
+  }
+}
+
+Status PosixDisk::Truncate(ObjectId object, uint64_t size) {
+  Result<FdEntry*> entry = Acquire(object, /*create=*/size > 0);
+  if (!entry.ok()) return entry.status();
+  if (*entry == nullptr) return Status::OK();  // missing and size 0
+  Status s;
+  if (!(*entry)->writable) {
+    s = OpError("truncate", object, size, EROFS);
+  } else if (::ftruncate((*entry)->fd, static_cast<off_t>(size)) != 0) {
+    s = OpError("truncate", object, size, errno);
+  }
+  Release(*entry);
+  return s;
+}
+
+Status PosixDisk::Remove(ObjectId object) {
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++remove_epoch_;
+    unsynced_names_.erase(object);
+    auto it = map_.find(object);
+    if (it != map_.end()) {
+      FdEntry* e = it->second;
+      lru_.erase(e->lru_pos);
+      map_.erase(it);
+      e->cached = false;  // in-flight requests keep using it; the last Release closes it
+      if (e->refs == 0) {
+        fd = e->fd;
+        delete e;
+        --open_fds_;
+      }
+    }
+  }
+  CloseFd(fd);
+  if (::unlinkat(objects_fd_, RelPath(object).path, 0) != 0 && errno != ENOENT) {
+    return OpError("remove", object, 0, errno);
+  }
+  return Status::OK();
+}
+
+Result<ObjectInfo> PosixDisk::Stat(ObjectId object) {
+  struct stat st;
+  if (::fstatat(objects_fd_, RelPath(object).path, &st, 0) != 0) {
+    return OpError("stat", object, 0, errno);
+  }
+  return ObjectInfo{static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks) * 512};
+}
+
+Status PosixDisk::ListObjects(std::vector<ObjectId>* out) {
+  const std::string objects = root_ + "/objects";
+  DIR* top = ::opendir(objects.c_str());
+  if (top == nullptr) return ErrnoStatus(name_ + ": list " + objects);
+  Status status;
+  while (dirent* d = ::readdir(top)) {
+    uint64_t fan;
+    if (!ParseHex(d->d_name, 2, &fan)) continue;  // ".", "..", anything not ours
+    const std::string sub = objects + "/" + d->d_name;
+    DIR* dir = ::opendir(sub.c_str());
+    if (dir == nullptr) {
+      if (errno == ENOENT) continue;
+      status = ErrnoStatus(name_ + ": list " + sub);
+      break;
+    }
+    while (dirent* f = ::readdir(dir)) {
+      uint64_t id;
+      if (ParseHex(f->d_name, 16, &id) && (id & 0xff) == fan) out->push_back(id);
+    }
+    ::closedir(dir);
+  }
+  ::closedir(top);
+  return status;
+}
+
+Result<DiskUsage> PosixDisk::Usage() {
+  struct statvfs vfs;
+  if (::fstatvfs(objects_fd_, &vfs) != 0) return ErrnoStatus(name_ + ": statvfs");
+  return DiskUsage{static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize,
+                   static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize,
+                   static_cast<uint64_t>(vfs.f_files), static_cast<uint64_t>(vfs.f_favail)};
+}
+
+Status PosixDisk::SyncAll() {
+  if (::syncfs(objects_fd_) != 0) return ErrnoStatus(name_ + ": syncfs");
+  std::lock_guard<std::mutex> lock(mu_);
+  unsynced_names_.clear();  // syncfs made every directory entry durable too
+  return Status::OK();
+}
+
+size_t PosixDisk::cached_fds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
+size_t PosixDisk::open_fds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_fds_;
+}
+
+}  // namespace tipfs::stripe

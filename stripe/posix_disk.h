@@ -1,0 +1,109 @@
+// PosixDisk: a Disk over one backing directory, all data I/O through a shared IoRing (io_uring).
+//
+// Objects live at <root>/objects/<2 hex: low byte of the id>/<16 hex id>, created on first write
+// (the fan-out directory too). A request moves through the IoRing states (submitted, queued when
+// the ring is full, completed, short read/write resubmitted, retried on EINTR/EAGAIN, failed or
+// finished; see io_ring.h); a read of a missing object completes at once with 0 bytes (a hole).
+// Failures become a Status naming this disk ("disk 2 (/srv/d2): read object ...: strerror").
+// Truncate, Remove, Stat, ListObjects, Usage and SyncAll are synchronous syscalls.
+//
+// Open file descriptors are cached per object (LRU, `max_open_files`). A request holds a
+// reference on its descriptor while in flight, so Remove or eviction never closes an fd the kernel
+// is still using; the descriptor closes when the last reference goes.
+//
+// Durability: kSync is fdatasync of the object; the first kSync after the object was created
+// also fsyncs its fan-out directory so the name survives a crash (new fan-out directories are
+// made durable when created). SyncAll is syncfs(2) of the backing file system.
+//
+// Thread-safety: all methods may be called concurrently. Lock order: PosixDisk::mu_ before
+// IoRing::mu_ is never needed (mu_ is released before submitting).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "stripe/disk.h"
+#include "stripe/io_ring.h"
+
+namespace tipfs::stripe {
+
+class PosixDisk : public Disk {
+ public:
+  static constexpr size_t kDefaultMaxOpenFiles = 1024;
+
+  // `root` must hold an objects/ directory (Mkfs makes it). `ring` must outlive the disk.
+  static Result<std::unique_ptr<PosixDisk>> Open(const std::string& root, uint32_t index,
+                                                 IoRing* ring,
+                                                 size_t max_open_files = kDefaultMaxOpenFiles);
+  // Waits for this disk's in-flight requests, then closes every descriptor.
+  ~PosixDisk() override;
+
+  void Submit(DiskRequest request) override;
+  Status Truncate(ObjectId object, uint64_t size) override;
+  Status Remove(ObjectId object) override;
+  Result<ObjectInfo> Stat(ObjectId object) override;
+  Status ListObjects(std::vector<ObjectId>* out) override;
+  Result<DiskUsage> Usage() override;
+  Status SyncAll() override;
+  std::string name() const override { return name_; }
+
+  const std::string& root() const { return root_; }
+  // For tests: descriptors currently cached / open (cached plus evicted-but-in-use).
+  size_t cached_fds() const;
+  size_t open_fds() const;
+
+  // "objects/3f/000000000000123f" for object 0x123f, relative to root().
+  static std::string ObjectRelativePath(ObjectId object);
+
+ private:
+  struct FdEntry {
+    ObjectId object = 0;
+    int fd = -1;
+    bool writable = false;
+    bool cached = false;  // in map_/lru_; false once evicted or removed
+    uint32_t refs = 0;
+    std::list<FdEntry*>::iterator lru_pos;
+  };
+
+  PosixDisk(std::string root, uint32_t index, IoRing* ring, size_t max_open_files, int objects_fd);
+
+  // A referenced descriptor for `object`; nullptr with OK status when it does not exist and
+  // `create` is false. Creates the object (and its fan-out directory) when `create`.
+  Result<FdEntry*> Acquire(ObjectId object, bool create);
+  void Release(FdEntry* entry);
+  // Opens (and maybe creates) the object's file; *created tells whether this call created it.
+  Result<int> OpenObject(ObjectId object, bool create, bool* writable, bool* created);
+  Status SyncFanoutDirIfNew(ObjectId object);
+
+  static void FinishOp(IoRing::Op* op, int64_t result);
+  Status OpError(const char* what, ObjectId object, uint64_t offset, int err) const;
+
+  // Constant after construction.
+  const std::string root_;
+  const std::string name_;
+  IoRing* const ring_;
+  const size_t max_open_files_;
+  const int objects_fd_;  // <root>/objects, for openat/fsync
+
+  mutable std::mutex mu_;
+  std::unordered_map<ObjectId, FdEntry*> map_;  // GUARDED_BY(mu_)
+  std::list<FdEntry*> lru_;                      // GUARDED_BY(mu_), most recently used first
+  size_t open_fds_ = 0;                          // GUARDED_BY(mu_)
+  // Bumped by Remove: an open that raced with a Remove must not enter the cache.
+  uint64_t remove_epoch_ = 0;                    // GUARDED_BY(mu_)
+  // Objects created whose directory entry has not been fsync'ed yet.
+  std::unordered_set<ObjectId> unsynced_names_;  // GUARDED_BY(mu_)
+
+  std::mutex drain_mu_;
+  std::condition_variable drained_;
+  std::atomic<uint64_t> in_flight_{0};
+};
+
+}  // namespace tipfs::stripe
