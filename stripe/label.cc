@@ -155,7 +155,7 @@ Result<Label> Parse(const std::string& path, const std::string& text) {
     }
     label.disk_paths.push_back(it->second);
   }
-  if (kv.size() != 6 + label.count) return corrupt("unknown keys");
+  if (kv.size() != 5 + label.count) return corrupt("unknown keys");
   return label;
 }
 
