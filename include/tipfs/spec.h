@@ -1,0 +1,79 @@
+/* libtipspec: automatic hints by speculative execution (SpecHint, Chang & Gibson, OSDI 1999).
+ *
+ * Preloaded by `tipfs run` (LD_PRELOAD=libtipspec.so, configured by TIPSPEC_* variables), or
+ * linked into a program that starts and stops speculation itself through this API. While it is
+ * on, a read of a file on a tipfs mount forks a speculating child that runs the program ahead
+ * at idle priority, in a seccomp sandbox, turning its future reads into hints. See libtipspec(3).
+ *
+ * Thread-safety: every function may be called from any thread. Speculation follows the reads of
+ * one thread of the program (the first that reads a watched file).
+ */
+#ifndef TIPFS_SPEC_H
+#define TIPFS_SPEC_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIPSPEC_API_VERSION 1u
+
+struct tipspec_options {
+  uint32_t version;            /* TIPSPEC_API_VERSION */
+  uint32_t wait_for_data;      /* 1: the child waits for data it hinted (TIPSPEC_WAIT) */
+  const char* mount;           /* mount to watch; NULL or "": every tipfs mount */
+  uint32_t max_ahead_hints;    /* bounded run-ahead, reads (default 512) */
+  uint32_t stall_usec;         /* re-fork only after a read this slow (default 200) */
+  uint64_t max_ahead_bytes;    /* bounded run-ahead, bytes (default 32 MiB) */
+  uint32_t lockstep;           /* 1: wait for a lagging child instead of restarting (tests) */
+  uint32_t print_stats;        /* 1: print counters at exit (stderr, or stats_file) */
+  const char* hint_log;        /* tests: hints as lines in this file instead of ioctls */
+  const char* stats_file;      /* NULL: stderr */
+  uint64_t reserved[4];
+};
+
+/* Why speculation stopped or restarted, and how well it did. Cumulative for the process. */
+struct tipspec_counters {
+  uint64_t reads_checked;            /* reads of watched files checked against the hint log */
+  uint64_t hints_issued;             /* reads the children logged and hinted */
+  uint64_t hint_bytes_issued;
+  uint64_t hints_consumed;           /* program reads that matched the next logged hint */
+  uint64_t reads_without_data;       /* child reads the mount answered without data (EAGAIN) */
+  uint64_t forks;                    /* speculating children started */
+  uint64_t restarts;                 /* of those, started after an earlier child stopped */
+  uint64_t offtrack_mismatch;        /* the program read something else than the next hint */
+  uint64_t offtrack_behind;          /* the program caught up with its child */
+  uint64_t child_ended_program_exit; /* the child ran to the program's end */
+  uint64_t child_ended_forbidden;    /* the child tried a call the sandbox denies */
+  uint64_t child_ended_stream_read;  /* ... a read of a shared pipe, socket or terminal */
+  uint64_t child_ended_shared_write; /* ... a write mapping of shared memory */
+  uint64_t child_ended_signal;       /* ... a signal to another process */
+  uint64_t child_killed_by_sandbox;  /* the kernel killed it (seccomp) */
+  uint64_t child_died_by_signal;     /* it crashed (e.g. on data it never received) */
+  uint64_t start_failures;           /* a child could not attach or sandbox itself */
+  uint64_t last_forbidden_syscall;   /* the x86-64 number of the last denied call */
+  uint32_t epoch;                    /* current speculation epoch */
+  uint32_t active;                   /* 1 while speculation is on */
+  uint64_t reserved[8];
+};
+
+/* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */
+void tipspec_options_init(struct tipspec_options* options);
+
+/* Starts speculation. NULL: read the TIPSPEC_* environment variables. Returns 0, or a negative
+ * errno: -EALREADY when already on, -ENODEV when the mount is not a FUSE mount (and no hint
+ * log is set), -EINVAL for a bad option. */
+int tipspec_start(const struct tipspec_options* options);
+
+/* Ends speculation: kills and reaps the child and cancels its hints. Returns 0 or -errno. */
+int tipspec_stop(void);
+
+/* Copies the counters. Returns 0 or -EINVAL. */
+int tipspec_query(struct tipspec_counters* counters);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIPFS_SPEC_H */

@@ -1,0 +1,106 @@
+// The explicit API (include/tipfs/spec.h) and the preloaded library's start and end: the
+// constructor starts speculation when `tipfs run` asked for it (TIPSPEC_AUTOSTART=1 or
+// TIPSPEC_MOUNT set); the destructor ends the child and prints the counters if asked.
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "speculate/child.h"
+#include "speculate/speculator.h"
+#include "tipfs/spec.h"
+
+#define TIPSPEC_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using tipfs::spec::SpecOptions;
+using tipfs::spec::Speculator;
+
+void AfterForkInChild() { Speculator::Instance().AfterForkInChild(); }
+
+int StartWith(const SpecOptions& options) {
+  tipfs::Status status = Speculator::Instance().Start(options);
+  if (!status.ok()) return -status.error();
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, [] { pthread_atfork(nullptr, nullptr, AfterForkInChild); });
+  return 0;
+}
+
+void Complain(const tipfs::Status& status) {
+  // Only when the user asked for speculation: say once why it is off, then run the program as is.
+  fprintf(stderr, "libtipspec: speculation off: %s\n", status.ToString().c_str());
+}
+
+__attribute__((constructor)) void StartFromEnvironment() {
+  const char* autostart = getenv("TIPSPEC_AUTOSTART");
+  const char* mount = getenv("TIPSPEC_MOUNT");
+  bool wanted = (autostart != nullptr && strcmp(autostart, "1") == 0) ||
+                (mount != nullptr && mount[0] != '\0');
+  if (!wanted) return;
+  tipfs::Result<SpecOptions> options = tipfs::spec::OptionsFromEnvironment(getenv);
+  if (!options.ok()) {
+    Complain(options.status());
+    return;
+  }
+  int rc = StartWith(*options);
+  // No tipfs mount at all is not worth a message: there is nothing to speed up.
+  if (rc != 0 && !(rc == -ENODEV && options->mount.empty())) {
+    Complain(tipfs::Status::FromErrno(-rc, "start"));
+  }
+}
+
+__attribute__((destructor)) void EndAtExit() {
+  if (tipfs::spec::InSpeculativeChild()) return;
+  Speculator& speculator = Speculator::Instance();
+  if (!speculator.active()) return;
+  speculator.Stop();
+  speculator.PrintStatsIfAsked();
+}
+
+}  // namespace
+
+TIPSPEC_EXPORT void tipspec_options_init(struct tipspec_options* options) {
+  SpecOptions defaults;
+  memset(options, 0, sizeof(*options));
+  options->version = TIPSPEC_API_VERSION;
+  options->wait_for_data = defaults.wait_for_data ? 1 : 0;
+  options->max_ahead_hints = defaults.max_ahead_hints;
+  options->max_ahead_bytes = defaults.max_ahead_bytes;
+  options->stall_usec = defaults.stall_usec;
+}
+
+TIPSPEC_EXPORT int tipspec_start(const struct tipspec_options* options) {
+  if (options == nullptr) {
+    tipfs::Result<SpecOptions> from_env = tipfs::spec::OptionsFromEnvironment(getenv);
+    if (!from_env.ok()) return -from_env.error();
+    return StartWith(*from_env);
+  }
+  if (options->version != TIPSPEC_API_VERSION) return -EPROTO;
+  SpecOptions converted;
+  converted.mount = options->mount != nullptr ? options->mount : "";
+  converted.wait_for_data = options->wait_for_data != 0;
+  converted.max_ahead_hints = options->max_ahead_hints != 0 ? options->max_ahead_hints : 1;
+  converted.max_ahead_bytes = options->max_ahead_bytes;
+  converted.stall_usec = options->stall_usec;
+  converted.lockstep = options->lockstep != 0;
+  converted.print_stats = options->print_stats != 0;
+  converted.hint_log = options->hint_log != nullptr ? options->hint_log : "";
+  converted.stats_file = options->stats_file != nullptr ? options->stats_file : "";
+  return StartWith(converted);
+}
+
+TIPSPEC_EXPORT int tipspec_stop(void) {
+  Speculator& speculator = Speculator::Instance();
+  if (!speculator.active()) return -EALREADY;
+  speculator.Stop();
+  return 0;
+}
+
+TIPSPEC_EXPORT int tipspec_query(struct tipspec_counters* counters) {
+  if (counters == nullptr) return -EINVAL;
+  Speculator::Instance().Query(counters);
+  return 0;
+}

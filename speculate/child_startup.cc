@@ -1,0 +1,172 @@
+// BecomeSpeculativeChild: turning a fresh fork of the program into a sandboxed speculating child.
+// See child.h. Runs before the sandbox exists, but still uses RawSyscall and no allocation: the
+// fork may have happened while another thread of the program held the allocator's lock.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "speculate/child_state.h"
+#include "speculate/raw_syscall.h"
+
+namespace tipfs::spec::child {
+
+namespace {
+
+long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
+  return RawSyscall(nr, a1, a2, a3, a4, a5);
+}
+
+[[noreturn]] void FailStartup(long syscall_nr) {
+  SharedLog* log = g_state.config.log;
+  log->ready.store(2, std::memory_order_release);
+  FutexWakeAll(&log->ready);
+  End(EndReason::kStartupFailed, syscall_nr);
+}
+
+// Hazard 1: remember where every inherited descriptor stands while the program waits for us.
+void SnapshotInheritedDescriptors() {
+  long dir = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/self/fd"),
+                 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) FailStartup(SYS_openat);
+  alignas(8) char buffer[4096];
+  for (;;) {
+    long n = Sys(SYS_getdents64, dir, reinterpret_cast<long>(buffer), sizeof(buffer));
+    if (n <= 0) break;
+    for (long pos = 0; pos < n;) {
+      auto* entry = reinterpret_cast<struct dirent64*>(buffer + pos);
+      pos += entry->d_reclen;
+      if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+      int fd = 0;
+      for (const char* c = entry->d_name; *c != '\0'; ++c) fd = fd * 10 + (*c - '0');
+      if (fd == dir || fd >= kMaxFds || g_state.config.sink->OwnsFd(fd)) continue;
+      Desc* d = NewDescFor(fd, /*inherited=*/true);
+      if (d == nullptr) continue;
+      long position = Sys(SYS_lseek, fd, 0, SEEK_CUR);  // SEEK_CUR 0 reads, never moves
+      if (d->facts.kind == FdFacts::kRegular) d->offset = position > 0 ? position : 0;
+      if (d->facts.kind == FdFacts::kDirectory) d->dir_pos = position > 0 ? position : 0;
+    }
+  }
+  Sys(SYS_close, dir);
+}
+
+// Hazard 2: stdout and stderr go to /dev/null (the writes are swallowed anyway).
+void SilenceOutput() {
+  long null_fd = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDWR);
+  if (null_fd < 0) FailStartup(SYS_openat);
+  for (int fd = 1; fd <= 2; ++fd) {
+    ForgetFd(fd);
+    if (null_fd != fd) Sys(SYS_dup3, null_fd, fd, 0);
+    NewDescFor(fd, /*inherited=*/false);
+  }
+  if (null_fd > 2) Sys(SYS_close, null_fd);
+}
+
+uint64_t ParseHex(const char*& p) {
+  uint64_t value = 0;
+  for (;; ++p) {
+    char c = *p;
+    if (c >= '0' && c <= '9') {
+      value = value * 16 + (c - '0');
+    } else if (c >= 'a' && c <= 'f') {
+      value = value * 16 + (c - 'a' + 10);
+    } else {
+      return value;
+    }
+  }
+}
+
+// One /proc/self/maps line: "start-end perms ...". Shared mappings other than the hint log are
+// remembered; writable ones become read-only, so a store cannot reach the program's memory or
+// a file through them (the store faults and ends the child instead).
+void ProtectSharedMapping(const char* line) {
+  const char* p = line;
+  uint64_t start = ParseHex(p);
+  if (*p++ != '-') return;
+  uint64_t end = ParseHex(p);
+  if (*p++ != ' ') return;
+  char perms[4] = {p[0], p[1], p[2], p[3]};
+  if (perms[3] != 's') return;
+  uint64_t log_start = reinterpret_cast<uint64_t>(g_state.config.log);
+  if (start == log_start) return;
+  if (g_state.shared_region_count < kMaxSharedRegions) {
+    g_state.shared_regions[g_state.shared_region_count++] = Region{start, end};
+  }
+  if (perms[1] == 'w') {
+    int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
+    Sys(SYS_mprotect, start, end - start, prot);
+  }
+}
+
+void ProtectSharedMappings() {
+  long maps = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/self/maps"),
+                  O_RDONLY | O_CLOEXEC);
+  if (maps < 0) FailStartup(SYS_openat);
+  char buffer[8192];
+  char line[512];
+  size_t line_length = 0;
+  for (;;) {
+    long n = Sys(SYS_read, maps, reinterpret_cast<long>(buffer), sizeof(buffer));
+    if (n <= 0) break;
+    for (long i = 0; i < n; ++i) {
+      if (buffer[i] == '\n') {
+        line[line_length] = '\0';
+        ProtectSharedMapping(line);
+        line_length = 0;
+      } else if (line_length + 1 < sizeof(line)) {
+        line[line_length++] = buffer[i];
+      }
+    }
+  }
+  Sys(SYS_close, maps);
+}
+
+}  // namespace
+
+}  // namespace tipfs::spec::child
+
+namespace tipfs::spec {
+
+void BecomeSpeculativeChild(const ChildConfig& config) {
+  using namespace child;
+  g_in_child = true;
+  g_state.config = config;
+  g_state.self_pid = static_cast<pid_t>(RawSyscall(SYS_getpid));
+  g_state.skip_next_log = true;
+  g_state.shared_region_count = 0;
+  memset(g_state.fd_desc, 0, sizeof(g_state.fd_desc));
+  for (auto& d : g_state.descs) d.used = false;
+
+  // Hazard 5: never outlive the program's thread that forked us; never dump core.
+  RawSyscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+  if (RawSyscall(SYS_getppid) != config.parent_pid) FailStartup(SYS_getppid);
+  struct rlimit no_core = {0, 0};
+  RawSyscall(SYS_prlimit64, 0, RLIMIT_CORE, reinterpret_cast<long>(&no_core), 0);
+  RawSyscall(SYS_prctl, PR_SET_DUMPABLE, 0);
+  struct sched_param idle = {};
+  RawSyscall(SYS_sched_setscheduler, 0, SCHED_IDLE, reinterpret_cast<long>(&idle));
+  RawSyscall(SYS_setpriority, PRIO_PROCESS, 0, 19);
+
+  SnapshotInheritedDescriptors();
+  SilenceOutput();
+  ProtectSharedMappings();
+  InstallSigsysHandler();
+  // Hazard 3: attached, the mount answers reads of uncached data with EAGAIN (after hinting them)
+  // instead of filling any cache with data the child did not really read. Without the attach
+  // the child must not read from the mount at all.
+  long attached = config.sink->Attach(config.stream, config.epoch, config.wait_for_data);
+  if (attached != 0) FailStartup(SYS_ioctl);
+  long installed = InstallSandboxFilter(*config.filter);
+  if (installed != 0) FailStartup(SYS_seccomp);
+
+  config.log->ready.store(1, std::memory_order_release);
+  FutexWakeAll(&config.log->ready);
+}
+
+}  // namespace tipfs::spec

@@ -1,0 +1,64 @@
+// Private to the speculating child (child_startup.cc, child_syscalls.cc): its view of the
+// descriptors it inherited or opened, and the regions of memory it shares with the program.
+// Touched only by the child's single thread, mostly from the SIGSYS handler; fixed-size arrays,
+// no allocation.
+#pragma once
+
+#include <cstdint>
+
+#include "speculate/child.h"
+#include "speculate/mount_watch.h"
+
+namespace tipfs::spec::child {
+
+// One open file description as the child sees it. Descriptors that share a description in the
+// child (dup) share a Desc, and so its shadow offset.
+struct Desc {
+  bool used;
+  bool inherited;  // shared with the program: never move its kernel offset or flags
+  bool discard;    // opened for writing a file that does not exist: a /dev/null stand-in
+  bool truncated;  // opened with O_TRUNC: reads see an empty file
+  FdFacts facts;
+  uint64_t offset;     // the shadow offset of a regular file
+  int64_t dir_pos;     // an inherited directory's position at the fork
+  int private_dir_fd;  // a private re-open of an inherited directory, or -1
+  uint32_t refs;
+};
+
+inline constexpr int kMaxFds = 65536;
+inline constexpr int kMaxDescs = 1024;
+inline constexpr int kMaxSharedRegions = 128;
+// Private descriptors of the child's runtime live here, out of the program's usual range.
+inline constexpr int kPrivateFdBase = 1000;
+
+struct Region {
+  uint64_t start;
+  uint64_t end;
+};
+
+struct State {
+  ChildConfig config;
+  pid_t self_pid;
+  bool skip_next_log;  // the read the program itself is doing at the fork point
+  int16_t fd_desc[kMaxFds];  // desc index + 1; 0 = not known yet
+  Desc descs[kMaxDescs];
+  char paths[kMaxDescs][MountWatch::kPathMax];  // log mode only
+  Region shared_regions[kMaxSharedRegions];
+  int shared_region_count;
+};
+
+extern State g_state;
+extern bool g_in_child;
+
+// Returns the Desc of `fd`, classifying an fd the child has not seen yet; null if fd is not open.
+Desc* DescFor(int fd);
+// A fresh Desc for `fd` from fstat; null when the pool is full or fstat fails.
+Desc* NewDescFor(int fd, bool inherited);
+// Drops fd's reference to its Desc.
+void ForgetFd(int fd);
+// Stops speculating: records why in the shared log, wakes the program, exits.
+[[noreturn]] void End(EndReason reason, long syscall_nr);
+
+void InstallSigsysHandler();
+
+}  // namespace tipfs::spec::child

@@ -1,0 +1,439 @@
+// The speculating child's SIGSYS handler: emulation of every system call the sandbox traps.
+// See child.h for the rules; the hazards (DESIGN.md "speculate/") are named where handled.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <termios.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "speculate/child_state.h"
+#include "speculate/raw_syscall.h"
+
+namespace tipfs::spec::child {
+
+State g_state;
+bool g_in_child = false;
+
+namespace {
+
+constexpr int64_t kRunAheadPollNanos = 100'000'000;  // re-check the program is alive this often
+
+long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0, long a6 = 0) {
+  return RawSyscall(nr, a1, a2, a3, a4, a5, a6);
+}
+
+}  // namespace
+
+Desc* NewDescFor(int fd, bool inherited) {
+  if (fd < 0 || fd >= kMaxFds) return nullptr;
+  for (int i = 0; i < kMaxDescs; ++i) {
+    Desc& d = g_state.descs[i];
+    if (d.used) continue;
+    d = Desc{};
+    char* path = g_state.config.watch->log_mode() ? g_state.paths[i] : nullptr;
+    if (!g_state.config.watch->Classify(fd, &d.facts, path)) return nullptr;
+    d.used = true;
+    d.inherited = inherited;
+    d.private_dir_fd = -1;
+    d.dir_pos = 0;
+    d.refs = 1;
+    g_state.fd_desc[fd] = static_cast<int16_t>(i + 1);
+    return &d;
+  }
+  return nullptr;
+}
+
+Desc* DescFor(int fd) {
+  if (fd < 0 || fd >= kMaxFds) return nullptr;
+  int16_t index = g_state.fd_desc[fd];
+  if (index > 0) return &g_state.descs[index - 1];
+  // Not inherited (the snapshot has those) and not opened through our open emulation: made by
+  // an allowed call such as pipe2 or eventfd2, so private to the child.
+  return NewDescFor(fd, /*inherited=*/false);
+}
+
+void ForgetFd(int fd) {
+  if (fd < 0 || fd >= kMaxFds) return;
+  int16_t index = g_state.fd_desc[fd];
+  g_state.fd_desc[fd] = 0;
+  if (index <= 0) return;
+  Desc& d = g_state.descs[index - 1];
+  if (--d.refs == 0) {
+    if (d.private_dir_fd >= 0) Sys(SYS_close, d.private_dir_fd);
+    d.used = false;
+  }
+}
+
+static void MapFd(int fd, Desc* desc) {
+  ForgetFd(fd);
+  g_state.fd_desc[fd] = static_cast<int16_t>(desc - g_state.descs + 1);
+  ++desc->refs;
+}
+
+void End(EndReason reason, long syscall_nr) {
+  SharedLog* log = g_state.config.log;
+  log->end_syscall.store(static_cast<uint32_t>(syscall_nr));
+  log->end_reason.store(static_cast<uint32_t>(reason));
+  log->ended.store(1, std::memory_order_release);
+  log->appended_seq.fetch_add(0x10000);  // changes the word so a waiting program wakes
+  FutexWakeAll(&log->appended_seq);
+  Sys(SYS_exit_group, 0);
+  __builtin_unreachable();
+}
+
+namespace {
+
+uint64_t CurrentSize(int fd, const Desc* d) {
+  if (d->truncated) return 0;
+  struct stat st;
+  if (Sys(SYS_fstat, fd, reinterpret_cast<long>(&st)) == 0) return st.st_size;
+  return d->facts.size;
+}
+
+// Hazard 2 (bounded run-ahead) and the hint log: wait while too far ahead, then log and hint.
+void LogRead(int fd, Desc* d, uint64_t offset, uint64_t requested) {
+  if (g_state.skip_next_log) {  // the program is doing this very read itself
+    g_state.skip_next_log = false;
+    return;
+  }
+  SharedLog* log = g_state.config.log;
+  while (!log->HasRoom()) {
+    uint32_t seen = log->consumed_seq.load(std::memory_order_acquire);
+    log->child_waiting.store(1, std::memory_order_seq_cst);
+    if (log->HasRoom()) break;
+    FutexWait(&log->consumed_seq, seen, kRunAheadPollNanos);
+    if (Sys(SYS_getppid) != g_state.config.parent_pid) End(EndReason::kParentGone, 0);
+  }
+  log->child_waiting.store(0, std::memory_order_relaxed);
+  uint64_t size = d->facts.size;
+  uint64_t length = offset >= size ? 0 : (requested < size - offset ? requested : size - offset);
+  log->Append(LogEntry{d->facts.dev, d->facts.ino, offset, length});
+  int index = static_cast<int>(d - g_state.descs);
+  const char* path = g_state.config.watch->log_mode() ? g_state.paths[index] : nullptr;
+  g_state.config.sink->OnSpeculativeRead(g_state.config.epoch, d->facts, path, offset, length);
+  if (log->parent_waiting.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&log->appended_seq);
+  (void)fd;
+}
+
+// A read the mount answered with EAGAIN (data not cached, not waited for): like SpecHint, go on
+// with whatever the buffer holds, reporting the length the read would have had.
+long LengthWithoutData(int fd, const Desc* d, uint64_t offset, uint64_t requested) {
+  g_state.config.log->reads_without_data.fetch_add(1, std::memory_order_relaxed);
+  uint64_t size = CurrentSize(fd, d);
+  if (offset >= size) return 0;
+  return static_cast<long>(requested < size - offset ? requested : size - offset);
+}
+
+long ReadMemoryDevice(const Desc* d, char* buffer, uint64_t length) {
+  switch (d->facts.rdev_minor) {
+    case 3:  // /dev/null
+      return 0;
+    case 5:  // /dev/zero
+    case 7:  // /dev/full
+      memset(buffer, 0, length);
+      return static_cast<long>(length);
+    case 8:  // /dev/random
+    case 9:  // /dev/urandom
+      return Sys(SYS_getrandom, reinterpret_cast<long>(buffer), length, 0);
+    default:
+      return -EINVAL;
+  }
+}
+
+// Hazard 1: a read never moves the shared offset; it is a pread at the shadow offset.
+// `explicit_offset` < 0: read at (and advance) the shadow offset.
+long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t explicit_offset) {
+  Desc* d = DescFor(fd);
+  if (d == nullptr) return -EBADF;
+  uint64_t requested = 0;
+  for (int i = 0; i < iov_count; ++i) requested += iov[i].iov_len;
+  switch (d->facts.kind) {
+    case FdFacts::kMemoryDevice:
+      return iov_count == 1 ? ReadMemoryDevice(d, static_cast<char*>(iov[0].iov_base),
+                                               iov[0].iov_len)
+                            : 0;
+    case FdFacts::kDirectory:
+      return -EISDIR;
+    case FdFacts::kOther:
+      // A pipe, socket or terminal: reading would take data the program is owed.
+      End(EndReason::kStreamRead, nr);
+    case FdFacts::kRegular:
+      break;
+  }
+  if (d->discard || d->truncated) return 0;
+  uint64_t offset = explicit_offset >= 0 ? static_cast<uint64_t>(explicit_offset) : d->offset;
+  if (d->facts.watched) LogRead(fd, d, offset, requested);
+  long result = Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count,
+                    static_cast<long>(offset), 0);
+  if (result == -EAGAIN && d->facts.watched) {
+    result = LengthWithoutData(fd, d, offset, requested);
+  }
+  if (result > 0 && explicit_offset < 0) d->offset += static_cast<uint64_t>(result);
+  return result;
+}
+
+long SingleRead(long nr, long fd, long buffer, long length, int64_t explicit_offset) {
+  struct iovec iov = {reinterpret_cast<void*>(buffer), static_cast<size_t>(length)};
+  return DoRead(nr, static_cast<int>(fd), &iov, 1, explicit_offset);
+}
+
+long SumLengths(const struct iovec* iov, long count) {
+  long total = 0;
+  for (long i = 0; i < count; ++i) total += static_cast<long>(iov[i].iov_len);
+  return total;
+}
+
+// An inherited directory is read through a private re-open, positioned where the program's
+// description stood at the fork, so getdents never moves the program's position (hazard 1).
+int DirectoryFd(int fd, Desc* d) {
+  if (!d->inherited) return fd;
+  if (d->private_dir_fd >= 0) return d->private_dir_fd;
+  LineBuilder path;
+  path.Add("/proc/self/fd/").Add(static_cast<uint64_t>(fd));
+  long opened = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()),
+                    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (opened < 0) return static_cast<int>(opened);
+  long high = Sys(SYS_fcntl, opened, F_DUPFD_CLOEXEC, kPrivateFdBase);
+  Sys(SYS_close, opened);
+  if (high < 0) return static_cast<int>(high);
+  Sys(SYS_lseek, high, d->dir_pos, SEEK_SET);
+  d->private_dir_fd = static_cast<int>(high);
+  return d->private_dir_fd;
+}
+
+long DoLseek(int fd, int64_t offset, int whence) {
+  Desc* d = DescFor(fd);
+  if (d == nullptr) return -EBADF;
+  if (d->facts.kind == FdFacts::kDirectory) {
+    int dir_fd = DirectoryFd(fd, d);
+    if (dir_fd < 0) return dir_fd;
+    return Sys(SYS_lseek, dir_fd, offset, whence);
+  }
+  if (d->facts.kind == FdFacts::kMemoryDevice) return 0;
+  if (d->facts.kind != FdFacts::kRegular) return -ESPIPE;
+  int64_t size = static_cast<int64_t>(CurrentSize(fd, d));
+  int64_t target;
+  switch (whence) {
+    case SEEK_SET: target = offset; break;
+    case SEEK_CUR: target = static_cast<int64_t>(d->offset) + offset; break;
+    case SEEK_END: target = size + offset; break;
+    case SEEK_DATA:
+      if (offset >= size) return -ENXIO;
+      target = offset;
+      break;
+    case SEEK_HOLE:
+      if (offset >= size) return -ENXIO;
+      target = size;
+      break;
+    default: return -EINVAL;
+  }
+  if (target < 0) return -EINVAL;
+  d->offset = static_cast<uint64_t>(target);
+  return target;
+}
+
+long DoGetdents(int fd, long buffer, long length) {
+  Desc* d = DescFor(fd);
+  if (d == nullptr) return -EBADF;
+  if (d->facts.kind != FdFacts::kDirectory) return -ENOTDIR;
+  int dir_fd = DirectoryFd(fd, d);
+  if (dir_fd < 0) return dir_fd;
+  return Sys(SYS_getdents64, dir_fd, buffer, length);
+}
+
+long DoFcntl(int fd, long cmd, long arg) {
+  Desc* d = DescFor(fd);
+  if (d == nullptr) return -EBADF;
+  switch (cmd) {
+    case F_GETFD: case F_SETFD: case F_GETFL: case F_GETLK: case F_OFD_GETLK: case F_GETOWN:
+    case F_GETSIG: case F_GETPIPE_SZ: case F_GET_SEALS: case F_GETLEASE: case F_GETOWN_EX:
+      return Sys(SYS_fcntl, fd, cmd, arg);
+    case F_DUPFD: case F_DUPFD_CLOEXEC: {
+      long new_fd = Sys(SYS_fcntl, fd, cmd, arg);
+      if (new_fd >= 0) MapFd(static_cast<int>(new_fd), d);
+      return new_fd;
+    }
+    // Status flags, record locks, owners, leases and seals belong to the shared description
+    // (or to the program): pretend they took effect.
+    case F_SETFL: case F_SETLK: case F_SETLKW: case F_OFD_SETLK: case F_OFD_SETLKW:
+    case F_SETOWN: case F_SETOWN_EX: case F_SETSIG: case F_SETLEASE: case F_NOTIFY:
+    case F_SETPIPE_SZ: case F_ADD_SEALS:
+      return 0;
+    default:
+      return -EINVAL;
+  }
+}
+
+long DoDup(long nr, long old_fd, long new_fd, long flags) {
+  Desc* d = DescFor(static_cast<int>(old_fd));
+  if (d == nullptr) return -EBADF;
+  if (g_state.config.sink->OwnsFd(static_cast<int>(new_fd))) return -EBUSY;
+  long result;
+  if (nr == SYS_dup) {
+    result = Sys(SYS_dup, old_fd);
+  } else if (nr == SYS_dup2 && old_fd == new_fd) {
+    return new_fd;
+  } else {
+    result = Sys(SYS_dup3, old_fd, new_fd, nr == SYS_dup3 ? flags : 0);
+  }
+  if (result >= 0) MapFd(static_cast<int>(result), d);
+  return result;
+}
+
+// Opens are read-only in the child. A file opened for writing is opened read-only (reads see
+// what is there, writes are swallowed); one that would be created is a /dev/null stand-in.
+long DoOpen(long dir_fd, long path, long flags) {
+  constexpr long kWriteFlags = O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | O_EXCL;
+  bool creates = (flags & O_CREAT) != 0;
+  bool temporary = (flags & __O_TMPFILE) == __O_TMPFILE;
+  long fd = temporary ? -ENOENT : Sys(SYS_openat, dir_fd, path, flags & ~kWriteFlags);
+  if (creates && (flags & O_EXCL) != 0 && fd >= 0) {
+    Sys(SYS_close, fd);
+    return -EEXIST;
+  }
+  bool discard = false;
+  if (fd == -ENOENT && (creates || temporary)) {
+    fd = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY | O_CLOEXEC);
+    discard = true;
+  }
+  if (fd < 0) return fd;
+  ForgetFd(static_cast<int>(fd));
+  Desc* d = NewDescFor(static_cast<int>(fd), /*inherited=*/false);
+  if (d == nullptr) {
+    Sys(SYS_close, fd);
+    return -EMFILE;
+  }
+  d->discard = discard;
+  d->truncated = (flags & O_TRUNC) != 0 && (flags & O_ACCMODE) != O_RDONLY;
+  return fd;
+}
+
+long DoClose(int fd) {
+  if (g_state.config.sink->OwnsFd(fd)) return 0;  // the runtime's own descriptors stay open
+  ForgetFd(fd);
+  return Sys(SYS_close, fd);
+}
+
+long DoIoctl(long fd, long request, long arg) {
+  switch (request) {
+    case TCGETS: case TIOCGWINSZ: case TIOCGPGRP: case FIONREAD: case FS_IOC_GETFLAGS:
+      return Sys(SYS_ioctl, fd, request, arg);
+    default:
+      return -ENOTTY;
+  }
+}
+
+bool OverlapsSharedRegion(uint64_t start, uint64_t length) {
+  for (int i = 0; i < g_state.shared_region_count; ++i) {
+    const Region& r = g_state.shared_regions[i];
+    if (start < r.end && start + length > r.start) return true;
+  }
+  return false;
+}
+
+long Emulate(long nr, const long* a) {
+  switch (nr) {
+    case SYS_read: return SingleRead(nr, a[0], a[1], a[2], -1);
+    case SYS_pread64:
+      if (a[3] < 0) return -EINVAL;
+      return SingleRead(nr, a[0], a[1], a[2], a[3]);
+    case SYS_readv:
+      return DoRead(nr, static_cast<int>(a[0]), reinterpret_cast<const iovec*>(a[1]),
+                    static_cast<int>(a[2]), -1);
+    case SYS_preadv:
+      if (a[3] < 0) return -EINVAL;
+      [[fallthrough]];
+    case SYS_preadv2:  // offset -1: the current (shadow) offset
+      return DoRead(nr, static_cast<int>(a[0]), reinterpret_cast<const iovec*>(a[1]),
+                    static_cast<int>(a[2]), a[3]);
+    // Hazard 2: nothing the child writes leaves it.
+    case SYS_write: case SYS_pwrite64:
+      return DescFor(static_cast<int>(a[0])) != nullptr ? a[2] : -EBADF;
+    case SYS_writev: case SYS_pwritev: case SYS_pwritev2:
+      return DescFor(static_cast<int>(a[0])) != nullptr
+                 ? SumLengths(reinterpret_cast<const iovec*>(a[1]), a[2])
+                 : -EBADF;
+    case SYS_fsync: case SYS_fdatasync: case SYS_syncfs: case SYS_sync:
+    case SYS_fadvise64: case SYS_readahead:
+      return 0;
+    case SYS_lseek: return DoLseek(static_cast<int>(a[0]), a[1], static_cast<int>(a[2]));
+    case SYS_getdents64: return DoGetdents(static_cast<int>(a[0]), a[1], a[2]);
+    case SYS_getdents: return -ENOSYS;
+    case SYS_fcntl: return DoFcntl(static_cast<int>(a[0]), a[1], a[2]);
+    case SYS_flock: return DescFor(static_cast<int>(a[0])) != nullptr ? 0 : -EBADF;
+    case SYS_ioctl: return DoIoctl(a[0], a[1], a[2]);
+    case SYS_open: return DoOpen(AT_FDCWD, a[0], a[1]);
+    case SYS_creat: return DoOpen(AT_FDCWD, a[0], O_CREAT | O_WRONLY | O_TRUNC);
+    case SYS_openat: return DoOpen(a[0], a[1], a[2]);
+    case SYS_openat2: return -ENOSYS;
+    case SYS_close: return DoClose(static_cast<int>(a[0]));
+    case SYS_close_range: return -ENOSYS;
+    case SYS_dup: case SYS_dup2: case SYS_dup3: return DoDup(nr, a[0], a[1], a[2]);
+    // Signals only to itself (raise, abort).
+    case SYS_kill:
+      if (a[0] == g_state.self_pid) return Sys(SYS_kill, a[0], a[1]);
+      End(EndReason::kSignalToOther, nr);
+    case SYS_tgkill:
+      if (a[0] == g_state.self_pid) return Sys(SYS_tgkill, a[0], a[1], a[2]);
+      End(EndReason::kSignalToOther, nr);
+    case SYS_tkill:
+      if (a[0] == g_state.self_pid) return Sys(SYS_tkill, a[0], a[1]);
+      End(EndReason::kSignalToOther, nr);
+    case SYS_rt_sigaction:
+      if (a[0] == SIGSYS) return 0;  // the handler that keeps the child sandboxed stays
+      return Sys(SYS_rt_sigaction, a[0], a[1], a[2], a[3]);
+    case SYS_exit: case SYS_exit_group: End(EndReason::kProgramExit, nr);
+    case SYS_prctl: return a[0] == PR_SET_NAME ? 0 : -EINVAL;
+    case SYS_sched_setscheduler: case SYS_sched_setparam: case SYS_sched_setaffinity:
+    case SYS_setpriority: case SYS_sched_setattr: case SYS_ioprio_set: case SYS_setrlimit:
+      return 0;  // the child keeps its idle priority
+    case SYS_prlimit64:
+      if (a[0] == 0 || a[0] == g_state.self_pid) return Sys(SYS_prlimit64, 0, a[1], 0, a[3]);
+      return -EPERM;
+    case SYS_mmap:  // trapped only for shared writable mappings
+      if ((a[3] & MAP_ANONYMOUS) != 0) return Sys(SYS_mmap, a[0], a[1], a[2], a[3], a[4], a[5]);
+      End(EndReason::kSharedMemoryWrite, nr);
+    case SYS_mprotect:  // trapped only when adding PROT_WRITE
+      if (OverlapsSharedRegion(a[0], a[1])) End(EndReason::kSharedMemoryWrite, nr);
+      return Sys(SYS_mprotect, a[0], a[1], a[2]);
+    default:
+      End(EndReason::kForbiddenSyscall, nr);
+  }
+}
+
+void HandleSigsys(int, siginfo_t* info, void* context) {
+  auto* uc = static_cast<ucontext_t*>(context);
+  greg_t* regs = uc->uc_mcontext.gregs;
+  long args[6] = {regs[REG_RDI], regs[REG_RSI], regs[REG_RDX],
+                  regs[REG_R10], regs[REG_R8],  regs[REG_R9]};
+  regs[REG_RAX] = Emulate(info->si_syscall, args);
+}
+
+}  // namespace
+
+void InstallSigsysHandler() {
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_sigaction = HandleSigsys;
+  action.sa_flags = SA_SIGINFO;
+  sigfillset(&action.sa_mask);  // no program handler runs in the middle of an emulation
+  sigaction(SIGSYS, &action, nullptr);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, SIGSYS);
+  sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+}
+
+}  // namespace tipfs::spec::child
+
+namespace tipfs::spec {
+bool InSpeculativeChild() { return child::g_in_child; }
+}  // namespace tipfs::spec

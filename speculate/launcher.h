@@ -1,0 +1,48 @@
+// Running a command under speculation: what `tipfs run [--mount M] -- CMD [ARG...]` does.
+// Sets LD_PRELOAD to libtipspec.so (prepended to any LD_PRELOAD already set), the mount to
+// watch (TIPSPEC_MOUNT) and the knobs (TIPSPEC_*; see libtipspec(3)), then runs the command.
+// Thread-safety: RunUnderSpeculation forks and waits; call it from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace tipfs::spec {
+
+struct RunOptions {
+  // The mount to speculate on; empty: every tipfs mount (TIPSPEC_MOUNT unset).
+  std::string mount;
+  // libtipspec.so to preload; empty: FindSpeculationLibrary().
+  std::string library_path;
+  // Unset: keep the library's defaults (or the caller's TIPSPEC_* environment).
+  std::optional<bool> wait_for_data;      // TIPSPEC_WAIT
+  std::optional<uint32_t> max_ahead_hints;  // TIPSPEC_MAX_AHEAD_HINTS
+  std::optional<uint64_t> max_ahead_bytes;  // TIPSPEC_MAX_AHEAD_BYTES
+  std::optional<uint32_t> stall_usec;       // TIPSPEC_STALL_USEC
+  bool print_stats = false;                 // TIPSPEC_STATS=1
+  std::string stats_file;                   // TIPSPEC_STATS_FILE
+  std::string hint_log;                     // TIPSPEC_HINT_LOG (tests)
+  bool lockstep = false;                    // TIPSPEC_LOCKSTEP=1 (tests)
+};
+
+// The library to preload: $TIPSPEC_LIBRARY, else <dir of this executable>/../lib/libtipspec.so,
+// else the build tree's, else the installed one. ENOENT names every place tried.
+Result<std::string> FindSpeculationLibrary();
+
+// The environment for the command: `base` (NAME=VALUE strings) with the variables set.
+Result<std::vector<std::string>> SpeculationEnvironment(const RunOptions& options,
+                                                        const std::vector<std::string>& base);
+
+// Runs argv (argv[0] looked up in PATH) under speculation and waits for it. Returns its exit
+// status: the exit code, or 128 + signal number when a signal ended it (like a shell).
+// SIGINT and SIGQUIT are ignored while waiting, as system(3) does, so ^C reaches the command.
+Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv);
+
+// Replaces the calling process with argv under speculation (returns only on failure).
+Status ExecUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv);
+
+}  // namespace tipfs::spec

@@ -1,0 +1,104 @@
+// MountWatch decides which open files are "on the mount" (their reads are speculated on and
+// hinted); HintSink is where hints and cancellations go: ioctls to the tipfs mount, or, for
+// tests on a plain directory, lines appended to a log file.
+//
+// Both are set up once in the program before any child is forked and are read-only afterwards,
+// so every method may be called from any thread, and from the child's SIGSYS handler: they use
+// RawSyscall only, no allocation, no errno, no locks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "speculate/options.h"
+#include "util/status.h"
+
+namespace tipfs::spec {
+
+inline constexpr long kFuseSuperMagic = 0x65735546;
+
+// What fstat (and, in log mode, the path) says about an open descriptor.
+struct FdFacts {
+  enum Kind : uint8_t { kRegular, kDirectory, kMemoryDevice, kOther };
+  Kind kind = kOther;
+  bool watched = false;  // a regular file on the watched mount
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t size = 0;
+  uint32_t rdev_minor = 0;  // kMemoryDevice: 3 null, 5 zero, 7 full, 8 random, 9 urandom
+};
+
+class MountWatch {
+ public:
+  static constexpr int kMaxMounts = 8;
+
+  // Resolves the mount(s) to watch. With options.mount set, that directory (it must be a FUSE
+  // mount unless options.hint_log is set); otherwise every fuse.tipfs mount in mountinfo.
+  Status Init(const SpecOptions& options);
+
+  // fstat-based classification. `path`, when not null, receives the file's path in log mode
+  // (NUL-terminated, empty when unknown); it must hold kPathMax bytes.
+  static constexpr int kPathMax = 4096;
+  bool Classify(int fd, FdFacts* facts, char* path) const;
+
+  bool enabled() const { return mount_count_ > 0; }
+  bool log_mode() const { return log_mode_; }
+  int mount_count() const { return mount_count_; }
+  const char* mount_path(int i) const { return mount_paths_[i]; }
+
+ private:
+  bool DevWatched(uint64_t dev) const;
+  bool PathUnderPrefix(const char* path) const;
+
+  int mount_count_ = 0;
+  uint64_t devs_[kMaxMounts] = {};
+  char mount_paths_[kMaxMounts][kPathMax] = {};
+  bool log_mode_ = false;  // plain-directory test mode: a path prefix narrows the device match
+  char prefix_[kPathMax] = {};
+  size_t prefix_length_ = 0;
+};
+
+class HintSink {
+ public:
+  // Opens the log file (log mode) or a directory fd on each watched mount (mount mode). The fds
+  // are close-on-exec and moved above the program's usual range.
+  Status Init(const SpecOptions& options, const MountWatch& watch);
+
+  // Child: declare itself speculating for `stream` (the program's tgid) in `epoch`.
+  // Returns 0 or a negative errno.
+  long Attach(uint64_t stream, uint32_t epoch, bool wait_for_data) const;
+  // Child: one speculative read of a watched file. In mount mode the attached read itself is the
+  // hint, so this only writes the log line in log mode.
+  void OnSpeculativeRead(uint32_t epoch, const FdFacts& facts, const char* path, uint64_t offset,
+                         uint64_t length) const;
+  // Program: drop every hint of `epoch` (speculation went off track or stopped).
+  void Cancel(uint64_t stream, uint32_t epoch) const;
+
+  int log_fd() const { return log_fd_; }
+  bool OwnsFd(int fd) const;
+
+ private:
+  void WriteLine(const char* text, size_t length) const;
+
+  bool log_mode_ = false;
+  int log_fd_ = -1;
+  int mount_fds_[MountWatch::kMaxMounts] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  int mount_fd_count_ = 0;
+};
+
+// Async-signal-safe text building for log lines and messages.
+class LineBuilder {
+ public:
+  LineBuilder& Add(const char* text);
+  LineBuilder& Add(uint64_t value);
+  const char* data() const { return buffer_; }
+  size_t size() const { return length_; }
+
+ private:
+  char buffer_[MountWatch::kPathMax + 256];
+  size_t length_ = 0;
+};
+
+}  // namespace tipfs::spec

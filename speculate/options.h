@@ -1,0 +1,50 @@
+// SpecOptions: the knobs of libtipspec, read from the environment (TIPSPEC_*) by the preloaded
+// library, or filled by a program through tipspec_start(). A plain struct; each field says its
+// default and its variable. Constant once speculation has started.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "util/status.h"
+
+namespace tipfs::spec {
+
+struct SpecOptions {
+  // TIPSPEC_MOUNT: the mount whose files are speculated on. Empty: every mounted tipfs file
+  // system (type fuse.tipfs in /proc/self/mountinfo).
+  std::string mount;
+  // TIPSPEC_WAIT=0|1 (default 0): 1 = the child's reads of uncached data wait for the data
+  // (follows true data dependencies); 0 = they return at once without it (covers more ground).
+  bool wait_for_data = false;
+  // TIPSPEC_MAX_AHEAD_HINTS (default 512): the child pauses when this many logged reads are not
+  // yet consumed by the program. Clamped to the log capacity.
+  uint32_t max_ahead_hints = 512;
+  // TIPSPEC_MAX_AHEAD_BYTES (default 32M, K/M/G suffixes): the same bound in bytes.
+  uint64_t max_ahead_bytes = 32ull << 20;
+  // TIPSPEC_STALL_USEC (default 200): after speculation ends or goes off track, a fresh child is
+  // forked only at a read that follows a read of the mount that took at least this long (a
+  // stall worth hiding). 0: fork again at the next read.
+  uint32_t stall_usec = 200;
+  // TIPSPEC_LOCKSTEP=0|1 (default 0; tests and debugging): when the hint log has fallen behind,
+  // the program waits for the child instead of declaring it off track. Makes runs deterministic.
+  bool lockstep = false;
+  // TIPSPEC_HINT_LOG=PATH (tests): send hints to this file (one line each) instead of ioctls;
+  // the mount may then be a plain directory.
+  std::string hint_log;
+  // TIPSPEC_STATS=1: print the counters to stderr at exit; TIPSPEC_STATS_FILE=PATH: append them
+  // to PATH instead.
+  bool print_stats = false;
+  std::string stats_file;
+};
+
+// Reads the TIPSPEC_* variables through `getenv` (injectable for tests). Unset variables keep
+// their defaults; a malformed value is an EINVAL Status naming the variable.
+Result<SpecOptions> OptionsFromEnvironment(
+    const std::function<const char*(const char*)>& getenv_fn);
+
+// "64K" / "32M" / "1G" / "4096" -> bytes.
+Result<uint64_t> ParseSize(const std::string& text);
+
+}  // namespace tipfs::spec

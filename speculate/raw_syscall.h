@@ -1,0 +1,26 @@
+// Raw system calls issued from one known instruction inside libtipspec.
+//
+// The speculating child's seccomp filter lets a system call through only when its instruction
+// pointer is the one right after the `syscall` instruction of RawSyscall; every other call site
+// (the program, libc's internal reads, stdio) is trapped to the SIGSYS handler. This file owns
+// that instruction. RawSyscall never touches errno and is async-signal-safe: it returns the
+// kernel's result, a negative errno on failure. x86-64 only.
+#pragma once
+
+#include <cstdint>
+
+namespace tipfs::spec {
+
+extern "C" long tipspec_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
+                                    long a6);
+
+inline long RawSyscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0,
+                       long a6 = 0) {
+  return tipspec_raw_syscall(nr, a1, a2, a3, a4, a5, a6);
+}
+
+// The address the kernel reports as seccomp_data.instruction_pointer for calls made through
+// RawSyscall (the instruction after `syscall`).
+uint64_t RawSyscallReturnAddress();
+
+}  // namespace tipfs::spec

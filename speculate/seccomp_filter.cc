@@ -1,0 +1,193 @@
+#include "speculate/seccomp_filter.h"
+
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <string>
+
+#include "speculate/raw_syscall.h"
+
+namespace tipfs::spec {
+
+namespace {
+
+// System calls the program may make in the child without our involvement: they read state or
+// change only the child's own process (its memory, its signal mask, its timers, its cwd).
+constexpr int kProgramAllowed[] = {
+    SYS_brk, SYS_munmap, SYS_mremap, SYS_madvise, SYS_mincore, SYS_msync, SYS_fstat,
+    SYS_newfstatat, SYS_stat, SYS_lstat, SYS_statx, SYS_access, SYS_faccessat, SYS_faccessat2,
+    SYS_readlink, SYS_readlinkat, SYS_getcwd, SYS_chdir, SYS_fchdir, SYS_statfs, SYS_fstatfs,
+    SYS_getxattr, SYS_lgetxattr, SYS_fgetxattr, SYS_listxattr, SYS_llistxattr, SYS_flistxattr,
+    SYS_getpid, SYS_getppid, SYS_gettid, SYS_getuid, SYS_geteuid, SYS_getgid, SYS_getegid,
+    SYS_getgroups, SYS_getresuid, SYS_getresgid, SYS_getpgrp, SYS_getpgid, SYS_getsid,
+    SYS_uname, SYS_sysinfo, SYS_getrlimit, SYS_getrusage, SYS_times, SYS_clock_gettime,
+    SYS_clock_getres, SYS_gettimeofday, SYS_time, SYS_nanosleep, SYS_clock_nanosleep,
+    SYS_sched_yield, SYS_sched_getaffinity, SYS_sched_getparam, SYS_sched_getscheduler,
+    SYS_getpriority, SYS_getrandom, SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_sigaltstack,
+    SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_rt_sigsuspend, SYS_pause, SYS_set_robust_list,
+    SYS_set_tid_address, SYS_futex, SYS_arch_prctl, SYS_rseq, SYS_membarrier, SYS_poll,
+    SYS_ppoll, SYS_select, SYS_pselect6, SYS_pipe, SYS_pipe2, SYS_eventfd2, SYS_umask,
+    SYS_alarm, SYS_setitimer, SYS_getitimer, SYS_getcpu, SYS_timer_create, SYS_timer_settime,
+    SYS_timer_gettime, SYS_timer_delete, SYS_mlock, SYS_munlock,
+};
+
+// What libtipspec's own runtime (the SIGSYS handler and the child's startup) issues.
+constexpr int kTrampolineAllowed[] = {
+    SYS_pread64, SYS_preadv, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_getdents64,
+    SYS_ioctl, SYS_futex, SYS_readlinkat, SYS_fcntl, SYS_exit_group, SYS_exit, SYS_mmap,
+    SYS_munmap, SYS_mprotect, SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_getpid, SYS_gettid,
+    SYS_getppid, SYS_kill, SYS_tgkill, SYS_tkill, SYS_dup, SYS_dup3, SYS_getrandom,
+    SYS_sched_yield, SYS_clock_gettime, SYS_prlimit64,
+};
+
+constexpr uint32_t kOffsetNr = offsetof(struct seccomp_data, nr);
+constexpr uint32_t kOffsetArch = offsetof(struct seccomp_data, arch);
+constexpr uint32_t kOffsetIpLow = offsetof(struct seccomp_data, instruction_pointer);
+constexpr uint32_t kOffsetIpHigh = kOffsetIpLow + 4;
+constexpr uint32_t ArgLow(int i) { return offsetof(struct seccomp_data, args) + 8 * i; }
+
+// A classic-BPF assembler with forward labels (jumps are 8-bit forward offsets).
+class BpfAssembler {
+ public:
+  using Label = int;
+  static constexpr Label kNext = -1;
+
+  Label NewLabel() {
+    targets_.push_back(-1);
+    return static_cast<Label>(targets_.size() - 1);
+  }
+  void Bind(Label label) { targets_[label] = static_cast<int>(code_.size()); }
+  void Load(uint32_t offset) { Emit(BPF_LD | BPF_W | BPF_ABS, offset, kNext, kNext); }
+  void JumpIfEqual(uint32_t k, Label yes, Label no = kNext) {
+    Emit(BPF_JMP | BPF_JEQ | BPF_K, k, yes, no);
+  }
+  void JumpIfAnySet(uint32_t k, Label yes, Label no = kNext) {
+    Emit(BPF_JMP | BPF_JSET | BPF_K, k, yes, no);
+  }
+  void JumpIfAtLeast(uint32_t k, Label yes, Label no = kNext) {
+    Emit(BPF_JMP | BPF_JGE | BPF_K, k, yes, no);
+  }
+  void Return(uint32_t action) { Emit(BPF_RET | BPF_K, action, kNext, kNext); }
+
+  Result<std::vector<sock_filter>> Finish() {
+    std::vector<sock_filter> out;
+    for (size_t pc = 0; pc < code_.size(); ++pc) {
+      sock_filter insn = code_[pc].insn;
+      Result<uint8_t> jt = Offset(pc, code_[pc].yes);
+      Result<uint8_t> jf = Offset(pc, code_[pc].no);
+      if (!jt.ok()) return jt.status();
+      if (!jf.ok()) return jf.status();
+      insn.jt = *jt;
+      insn.jf = *jf;
+      out.push_back(insn);
+    }
+    return out;
+  }
+
+ private:
+  struct Pending {
+    sock_filter insn;
+    Label yes;
+    Label no;
+  };
+  void Emit(uint16_t code, uint32_t k, Label yes, Label no) {
+    code_.push_back(Pending{sock_filter{code, 0, 0, k}, yes, no});
+  }
+  Result<uint8_t> Offset(size_t pc, Label label) {
+    if (label == kNext) return static_cast<uint8_t>(0);
+    int target = targets_[label];
+    int distance = target - static_cast<int>(pc) - 1;
+    if (target < 0 || distance < 0 || distance > 255) {
+      return Status::InvalidArgument("sandbox filter: jump out of range at " +
+                                     std::to_string(pc));
+    }
+    return static_cast<uint8_t>(distance);
+  }
+
+  std::vector<Pending> code_;
+  std::vector<int> targets_;
+};
+
+}  // namespace
+
+Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
+  BpfAssembler a;
+  auto kill = a.NewLabel();
+  auto program = a.NewLabel();
+  auto program_allow = a.NewLabel();
+  auto program_trap = a.NewLabel();
+  auto mmap_check = a.NewLabel();
+  auto mprotect_check = a.NewLabel();
+  auto write_check = a.NewLabel();
+  auto openat_check = a.NewLabel();
+  auto tramp_allow = a.NewLabel();
+
+  a.Load(kOffsetArch);
+  a.JumpIfEqual(AUDIT_ARCH_X86_64, BpfAssembler::kNext, kill);
+  a.Load(kOffsetNr);
+  a.JumpIfAtLeast(0x40000000u /* __X32_SYSCALL_BIT */, kill);
+  a.Load(kOffsetIpHigh);
+  a.JumpIfEqual(static_cast<uint32_t>(trampoline_ip >> 32), BpfAssembler::kNext, program);
+  a.Load(kOffsetIpLow);
+  a.JumpIfEqual(static_cast<uint32_t>(trampoline_ip), BpfAssembler::kNext, program);
+
+  // Calls from RawSyscall.
+  a.Load(kOffsetNr);
+  for (int nr : kTrampolineAllowed) a.JumpIfEqual(nr, tramp_allow);
+  a.JumpIfEqual(SYS_write, write_check);
+  a.JumpIfEqual(SYS_openat, openat_check);
+  a.Return(SECCOMP_RET_KILL_PROCESS);
+  a.Bind(write_check);
+  a.Load(ArgLow(0));
+  a.JumpIfEqual(static_cast<uint32_t>(log_fd), tramp_allow, kill);
+  a.Bind(openat_check);
+  a.Load(ArgLow(2));
+  // 020000000 is O_TMPFILE's own bit (glibc's __O_TMPFILE also includes O_DIRECTORY).
+  a.JumpIfAnySet(O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | 020000000, kill, tramp_allow);
+  a.Bind(tramp_allow);
+  a.Return(SECCOMP_RET_ALLOW);
+
+  // Calls from anywhere else.
+  a.Bind(program);
+  a.Load(kOffsetNr);
+  for (int nr : kProgramAllowed) a.JumpIfEqual(nr, program_allow);
+  a.JumpIfEqual(SYS_mmap, mmap_check);
+  a.JumpIfEqual(SYS_mprotect, mprotect_check);
+  a.Return(SECCOMP_RET_TRAP);
+  // mmap: a shared, writable mapping could carry writes out of the child; the handler decides.
+  a.Bind(mmap_check);
+  a.Load(ArgLow(3));
+  a.JumpIfAnySet(MAP_SHARED, BpfAssembler::kNext, program_allow);
+  a.Load(ArgLow(2));
+  a.JumpIfAnySet(PROT_WRITE, program_trap, program_allow);
+  // mprotect: making memory writable might reopen a shared mapping we made read-only.
+  a.Bind(mprotect_check);
+  a.Load(ArgLow(2));
+  a.JumpIfAnySet(PROT_WRITE, program_trap, program_allow);
+  a.Bind(program_trap);
+  a.Return(SECCOMP_RET_TRAP);
+  a.Bind(program_allow);
+  a.Return(SECCOMP_RET_ALLOW);
+  a.Bind(kill);
+  a.Return(SECCOMP_RET_KILL_PROCESS);
+
+  Result<std::vector<sock_filter>> code = a.Finish();
+  if (!code.ok()) return code.status();
+  return SandboxFilter{std::move(*code)};
+}
+
+long InstallSandboxFilter(const SandboxFilter& filter) {
+  long rc = RawSyscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  if (rc != 0) return rc;
+  struct sock_fprog prog;
+  prog.len = static_cast<unsigned short>(filter.program.size());
+  prog.filter = const_cast<sock_filter*>(filter.program.data());
+  return RawSyscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, reinterpret_cast<long>(&prog));
+}
+
+}  // namespace tipfs::spec

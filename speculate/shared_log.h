@@ -1,0 +1,84 @@
+// SharedLog: the hint log between the program (parent) and its speculating child (SpecHint's
+// hint log). It lives in a MAP_SHARED|MAP_ANONYMOUS mapping created before the child is forked.
+//
+// One writer (the child appends each read of a watched file), one reader (the program's
+// speculating thread matches each of its real reads against the next entry). Entries are
+// published with release stores of `appended` and read after acquire loads, so no lock is
+// needed; the futex words let either side sleep: the child when it is too far ahead (bounded
+// run-ahead), the parent in lockstep mode when the log is behind. Async-signal-safe: the child
+// uses it from its SIGSYS handler.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tipfs::spec {
+
+struct LogEntry {
+  uint64_t dev;
+  uint64_t ino;
+  uint64_t offset;
+  uint64_t length;
+};
+
+// Why a child stopped speculating (SharedLog::end_reason). Names in EndReasonName().
+enum class EndReason : uint32_t {
+  kNone = 0,
+  kProgramExit = 1,       // the program finished in the child
+  kForbiddenSyscall = 2,  // a call the sandbox does not allow (end_syscall says which)
+  kStreamRead = 3,        // a read from a pipe, socket or terminal it shares with the program
+  kSharedMemoryWrite = 4, // a write mapping of memory or a file it shares with the program
+  kSignalToOther = 5,     // a signal to another process
+  kParentGone = 6,        // the program went away
+  kStartupFailed = 7,     // the sandbox could not be set up
+  kCount = 8,
+};
+const char* EndReasonName(EndReason reason);
+
+enum class MatchResult { kMatched, kMismatch, kBehind };
+
+struct SharedLog {
+  static constexpr uint32_t kCapacity = 4096;
+
+  // Parent, before forking a child. REQUIRES: no child is running.
+  void Reset(uint32_t max_hints, uint64_t max_bytes);
+
+  // Child: true when one more entry keeps the child within its run-ahead bound. An entry is
+  // always allowed when nothing is outstanding, so a single huge read cannot stall the child.
+  bool HasRoom() const;
+  // Child: publish an entry. REQUIRES: HasRoom().
+  void Append(const LogEntry& entry);
+
+  // Parent: compare one real read with the next entry; on a match, consume it.
+  MatchResult MatchNext(uint64_t dev, uint64_t ino, uint64_t offset);
+
+  uint64_t Outstanding() const {
+    return appended.load(std::memory_order_acquire) - consumed.load(std::memory_order_acquire);
+  }
+
+  // Set by the parent before the fork, constant while the child runs.
+  uint32_t max_ahead_hints;
+  uint64_t max_ahead_bytes;
+
+  std::atomic<uint32_t> ready;  // futex word: 0 starting, 1 speculating, 2 failed to start
+  std::atomic<uint32_t> ended;  // 1 once the child stopped speculating
+  std::atomic<uint32_t> end_reason;
+  std::atomic<uint32_t> end_syscall;
+  std::atomic<uint32_t> appended_seq;  // futex word: low bits of `appended`
+  std::atomic<uint32_t> consumed_seq;  // futex word: low bits of `consumed`
+  std::atomic<uint32_t> parent_waiting;
+  std::atomic<uint32_t> child_waiting;
+  std::atomic<uint64_t> appended;
+  std::atomic<uint64_t> consumed;
+  std::atomic<uint64_t> bytes_appended;
+  std::atomic<uint64_t> bytes_consumed;
+  std::atomic<uint64_t> reads_without_data;  // child reads answered EAGAIN by the mount
+  LogEntry entries[kCapacity];
+};
+
+// Futex helpers on a word of a shared (not process-private) mapping, through RawSyscall so the
+// child may use them under its seccomp filter. timeout_ns < 0 waits without a limit.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns);
+void FutexWakeAll(std::atomic<uint32_t>* word);
+
+}  // namespace tipfs::spec

@@ -1,0 +1,343 @@
+#include "speculate/speculator.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "speculate/child.h"
+#include "speculate/raw_syscall.h"
+
+namespace tipfs::spec {
+
+namespace {
+
+constexpr int64_t kReadyPollNanos = 50'000'000;
+constexpr int64_t kLockstepPollNanos = 100'000'000;
+constexpr int kLockstepMaxPolls = 100;  // a child silent for ~10 s is declared behind
+
+int64_t NowNanos() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+pid_t ThreadId() {
+  static thread_local pid_t tid = 0;
+  if (tid == 0) tid = static_cast<pid_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+// Waits for a child created with exit signal 0 (it never sends SIGCHLD, and wait(2) calls of
+// the program without __WALL/__WCLONE never see it).
+pid_t WaitChild(pid_t pid, int* status, int flags) {
+  for (;;) {
+    pid_t r = waitpid(pid, status, flags | __WCLONE);
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+class Locked {
+ public:
+  explicit Locked(pthread_mutex_t* mu) : mu_(mu) { pthread_mutex_lock(mu_); }
+  ~Locked() { pthread_mutex_unlock(mu_); }
+
+ private:
+  pthread_mutex_t* mu_;
+};
+
+}  // namespace
+
+Speculator& Speculator::Instance() {
+  static Speculator* instance = new Speculator();  // never destroyed: used until _exit
+  return *instance;
+}
+
+Speculator::Speculator() = default;
+
+Status Speculator::Start(const SpecOptions& options) {
+  if (active()) return Status::FromErrno(EALREADY, "speculation already started");
+  options_ = options;
+  TIPFS_RETURN_IF_ERROR(watch_.Init(options_));
+  if (!watch_.enabled()) return Status::FromErrno(ENODEV, "no tipfs mount to speculate on");
+  TIPFS_RETURN_IF_ERROR(sink_.Init(options_, watch_));
+  Result<SandboxFilter> filter = BuildSandboxFilter(RawSyscallReturnAddress(), sink_.log_fd());
+  if (!filter.ok()) return filter.status();
+  filter_ = std::move(*filter);
+  if (fds_ == nullptr) {
+    void* table = mmap(nullptr, sizeof(FdInfo) * kMaxFds, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (table == MAP_FAILED) return ErrnoStatus("map descriptor table");
+    fds_ = static_cast<FdInfo*>(table);
+  }
+  if (!EnsureLog()) return ErrnoStatus("map hint log");
+  stream_ = static_cast<uint64_t>(getpid());
+  disabled_after_failure_ = false;
+  started_.store(true);
+  active_.store(true);
+  return Status::OK();
+}
+
+bool Speculator::EnsureLog() {
+  if (log_ != nullptr) return true;
+  void* mapping = mmap(nullptr, sizeof(SharedLog), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) return false;
+  log_ = static_cast<SharedLog*>(mapping);
+  return true;
+}
+
+void Speculator::Stop() {
+  Locked lock(&mu_);
+  if (child_pid_ > 0) EndChild(StopCause::kStop);
+  active_.store(false);
+  started_.store(false);
+}
+
+bool Speculator::OwnedByCallingThread() {
+  pid_t self = ThreadId();
+  pid_t owner = owner_tid_.load(std::memory_order_relaxed);
+  if (owner == self) return true;
+  if (owner != 0) return false;
+  return owner_tid_.compare_exchange_strong(owner, self);
+}
+
+bool Speculator::Classify(int fd) {
+  FdFacts facts;
+  if (!watch_.Classify(fd, &facts, nullptr)) return false;  // not open: decide at the next read
+  fds_[fd].dev = facts.dev;
+  fds_[fd].ino = facts.ino;
+  fds_[fd].state.store(facts.watched ? kWatched : kUnwatched, std::memory_order_relaxed);
+  return facts.watched;
+}
+
+bool Speculator::IsWatched(int fd) {
+  if (!started() || fd < 0 || fd >= kMaxFds || fds_ == nullptr) return false;
+  if (fds_[fd].state.load(std::memory_order_relaxed) == kUnwatched) return false;
+  if (fds_[fd].state.load(std::memory_order_relaxed) == kWatched) return true;
+  return Classify(fd);
+}
+
+int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
+  if (!active() || !IsWatched(fd) || disabled_after_failure_ || !OwnedByCallingThread()) return 0;
+  int64_t offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR);
+  if (offset < 0) return 0;
+  {
+    Locked lock(&mu_);
+    if (!active()) return 0;
+    CheckRead(fds_[fd].dev, fds_[fd].ino, static_cast<uint64_t>(offset));
+    if (InSpeculativeChild()) return 0;  // we are the fresh child, about to run ahead
+  }
+  return NowNanos();
+}
+
+void Speculator::AfterRead(int64_t start_nanos) {
+  if (start_nanos > 0) last_read_nanos_ = NowNanos() - start_nanos;
+}
+
+void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
+  ++counters_.reads_checked;
+  int polls = 0;
+  while (child_pid_ > 0) {
+    MatchResult match = log_->MatchNext(dev, ino, offset);
+    if (match == MatchResult::kMatched) {
+      ++counters_.hints_consumed;
+      if (log_->child_waiting.load(std::memory_order_seq_cst) != 0) {
+        FutexWakeAll(&log_->consumed_seq);
+      }
+      return;
+    }
+    if (match == MatchResult::kMismatch) {
+      EndChild(StopCause::kMismatch);
+      break;
+    }
+    if (log_->ended.load(std::memory_order_acquire) != 0) {
+      EndChild(StopCause::kChildEnded);
+      break;
+    }
+    if (!options_.lockstep || polls++ >= kLockstepMaxPolls) {
+      EndChild(StopCause::kBehind);
+      break;
+    }
+    // Lockstep: wait for the child's next entry, its end, or its death.
+    uint32_t seen = log_->appended_seq.load(std::memory_order_acquire);
+    log_->parent_waiting.store(1, std::memory_order_seq_cst);
+    if (log_->Outstanding() == 0 && log_->ended.load() == 0) {
+      FutexWait(&log_->appended_seq, seen, kLockstepPollNanos);
+    }
+    log_->parent_waiting.store(0, std::memory_order_relaxed);
+    int status = 0;
+    if (log_->Outstanding() == 0 && log_->ended.load() == 0 &&
+        WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
+      child_pid_ = 0;  // reaped here; the log says nothing more
+      RecordChildExit(status);
+      sink_.Cancel(stream_, epoch_);
+    }
+  }
+  if (ShouldFork()) Fork();
+}
+
+bool Speculator::ShouldFork() const {
+  if (disabled_after_failure_) return false;
+  if (!ever_forked_ || options_.stall_usec == 0) return true;
+  return last_read_nanos_ >= static_cast<int64_t>(options_.stall_usec) * 1000;
+}
+
+void Speculator::Fork() {
+  if (!EnsureLog()) return;
+  log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
+  ++epoch_;
+  ChildConfig config{&watch_, &sink_, &filter_, log_, sizeof(SharedLog), stream_, epoch_,
+                     options_.wait_for_data, getpid()};
+  // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
+  // no pthread_atfork handlers (the program's own would think it forked).
+  long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
+  if (pid == 0) {
+    active_.store(false);
+    BecomeSpeculativeChild(config);
+    return;
+  }
+  if (pid < 0) {
+    ++counters_.start_failures;
+    return;
+  }
+  if (ever_forked_) ++counters_.restarts;
+  ever_forked_ = true;
+  ++counters_.forks;
+  if (!WaitForChildReady(static_cast<pid_t>(pid))) return;
+  child_pid_ = static_cast<pid_t>(pid);
+}
+
+bool Speculator::WaitForChildReady(pid_t pid) {
+  for (;;) {
+    uint32_t ready = log_->ready.load(std::memory_order_acquire);
+    if (ready == 1) return true;
+    int status = 0;
+    if (ready == 2 || WaitChild(pid, &status, WNOHANG) == pid) {
+      if (ready == 2) WaitChild(pid, &status, 0);
+      ++counters_.start_failures;
+      // A child that cannot attach or sandbox itself never will: stop trying.
+      disabled_after_failure_ = true;
+      sink_.Cancel(stream_, epoch_);
+      return false;
+    }
+    FutexWait(&log_->ready, 0, kReadyPollNanos);
+  }
+}
+
+void Speculator::RecordChildExit(int wait_status) {
+  counters_.hints_issued += log_->appended.load();
+  counters_.hint_bytes_issued += log_->bytes_appended.load();
+  counters_.reads_without_data += log_->reads_without_data.load();
+  if (log_->ended.load(std::memory_order_acquire) != 0) {
+    switch (static_cast<EndReason>(log_->end_reason.load())) {
+      case EndReason::kProgramExit: ++counters_.child_ended_program_exit; break;
+      case EndReason::kForbiddenSyscall:
+        ++counters_.child_ended_forbidden;
+        counters_.last_forbidden_syscall = log_->end_syscall.load();
+        break;
+      case EndReason::kStreamRead: ++counters_.child_ended_stream_read; break;
+      case EndReason::kSharedMemoryWrite: ++counters_.child_ended_shared_write; break;
+      case EndReason::kSignalToOther: ++counters_.child_ended_signal; break;
+      default: break;
+    }
+  } else if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGSYS) {
+    ++counters_.child_killed_by_sandbox;
+  } else if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) != SIGKILL) {
+    ++counters_.child_died_by_signal;
+  }
+}
+
+void Speculator::EndChild(StopCause cause) {
+  if (cause == StopCause::kMismatch) ++counters_.offtrack_mismatch;
+  if (cause == StopCause::kBehind) ++counters_.offtrack_behind;
+  pid_t pid = child_pid_;
+  child_pid_ = 0;
+  if (pid <= 0) return;
+  int status = 0;
+  if (WaitChild(pid, &status, WNOHANG) != pid) {
+    kill(pid, SIGKILL);
+    WaitChild(pid, &status, 0);
+  }
+  RecordChildExit(status);
+  sink_.Cancel(stream_, epoch_);
+}
+
+void Speculator::BeforeExec() {
+  if (!active() || InSpeculativeChild()) return;
+  Locked lock(&mu_);
+  if (child_pid_ > 0) EndChild(StopCause::kExec);
+  PrintStatsIfAsked();
+}
+
+void Speculator::AfterForkInChild() {
+  if (InSpeculativeChild()) return;
+  pthread_mutex_init(&mu_, nullptr);
+  // The parent's child and log belong to the parent; this process starts its own.
+  child_pid_ = 0;
+  log_ = nullptr;
+  ever_forked_ = false;
+  owner_tid_.store(0);
+  stream_ = static_cast<uint64_t>(getpid());
+  counters_ = tipspec_counters{};
+}
+
+void Speculator::Query(tipspec_counters* out) {
+  Locked lock(&mu_);
+  *out = counters_;
+  if (child_pid_ > 0) {  // include the running child's work so far
+    out->hints_issued += log_->appended.load();
+    out->hint_bytes_issued += log_->bytes_appended.load();
+    out->reads_without_data += log_->reads_without_data.load();
+  }
+  out->epoch = epoch_;
+  out->active = active() ? 1 : 0;
+}
+
+void Speculator::PrintStatsIfAsked() {
+  if (!options_.print_stats || InSpeculativeChild()) return;
+  tipspec_counters c;
+  Query(&c);
+  char text[2048];
+  int n = snprintf(
+      text, sizeof(text),
+      "tipspec.pid %d\ntipspec.reads_checked %llu\ntipspec.hints_issued %llu\n"
+      "tipspec.hint_bytes_issued %llu\ntipspec.hints_consumed %llu\n"
+      "tipspec.reads_without_data %llu\ntipspec.forks %llu\ntipspec.restarts %llu\n"
+      "tipspec.offtrack_mismatch %llu\ntipspec.offtrack_behind %llu\n"
+      "tipspec.child_ended_program_exit %llu\ntipspec.child_ended_forbidden %llu\n"
+      "tipspec.child_ended_stream_read %llu\ntipspec.child_ended_shared_write %llu\n"
+      "tipspec.child_ended_signal %llu\ntipspec.child_killed_by_sandbox %llu\n"
+      "tipspec.child_died_by_signal %llu\ntipspec.start_failures %llu\n"
+      "tipspec.last_forbidden_syscall %llu\ntipspec.epoch %u\n",
+      static_cast<int>(getpid()), (unsigned long long)c.reads_checked,
+      (unsigned long long)c.hints_issued, (unsigned long long)c.hint_bytes_issued,
+      (unsigned long long)c.hints_consumed, (unsigned long long)c.reads_without_data,
+      (unsigned long long)c.forks, (unsigned long long)c.restarts,
+      (unsigned long long)c.offtrack_mismatch, (unsigned long long)c.offtrack_behind,
+      (unsigned long long)c.child_ended_program_exit, (unsigned long long)c.child_ended_forbidden,
+      (unsigned long long)c.child_ended_stream_read, (unsigned long long)c.child_ended_shared_write,
+      (unsigned long long)c.child_ended_signal, (unsigned long long)c.child_killed_by_sandbox,
+      (unsigned long long)c.child_died_by_signal, (unsigned long long)c.start_failures,
+      (unsigned long long)c.last_forbidden_syscall, c.epoch);
+  if (n <= 0) return;
+  size_t length = static_cast<size_t>(n) < sizeof(text) ? n : sizeof(text) - 1;
+  int fd = 2;
+  if (!options_.stats_file.empty()) {
+    fd = open(options_.stats_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+  }
+  ssize_t ignored = write(fd, text, length);
+  (void)ignored;
+  if (fd != 2) close(fd);
+}
+
+}  // namespace tipfs::spec

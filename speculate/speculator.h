@@ -1,0 +1,110 @@
+// Speculator: the program's side of libtipspec. It owns the hint log mapping, forks speculating
+// children, checks each real read of a watched file against the log (SpecHint's on-track
+// check), restarts speculation when it goes off track, and keeps the counters.
+//
+// One process-wide instance. The read hooks are called from the interposed read functions of
+// any thread, but speculation follows one thread (the first that reads a watched file); the
+// others pass through. State changes happen under mu_; the per-fd classification is atomic.
+// The fast path for a descriptor not on the mount is one array load, no system call.
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "speculate/mount_watch.h"
+#include "speculate/options.h"
+#include "speculate/seccomp_filter.h"
+#include "speculate/shared_log.h"
+#include "tipfs/spec.h"
+
+namespace tipfs::spec {
+
+class Speculator {
+ public:
+  static Speculator& Instance();
+
+  // Not thread-safe against itself; call once (the library constructor or tipspec_start).
+  Status Start(const SpecOptions& options);
+  // Ends the child, cancels its hints, turns speculation off.
+  void Stop();
+  bool active() const { return active_.load(std::memory_order_relaxed); }
+
+  // Fast-path filter for the interposed read functions: false for descriptors known not to be
+  // watched (and whenever speculation is off).
+  bool MaybeWatched(int fd) const {
+    if (!active() || fd < 0 || fd >= kMaxFds || fds_ == nullptr) return false;
+    return fds_[fd].state.load(std::memory_order_relaxed) != kUnwatched;
+  }
+  // True when fd is a watched file (classifies it on first use). Also in the speculating child,
+  // so that the child makes the same choices the program makes (stdio streams, for one).
+  bool IsWatched(int fd);
+  // Speculation was started and not stopped (true in the child too, unlike active()).
+  bool started() const { return started_.load(std::memory_order_relaxed); }
+  // A descriptor number was (re)assigned or closed: forget what we knew about it.
+  void ForgetFd(int fd) {
+    if (fds_ != nullptr && fd >= 0 && fd < kMaxFds) {
+      fds_[fd].state.store(kUnknown, std::memory_order_relaxed);
+    }
+  }
+
+  // Around a real read of `fd` at `explicit_offset` (< 0: the current offset). BeforeRead
+  // returns a start time (> 0) when the read is watched, for AfterRead to measure the stall.
+  int64_t BeforeRead(int fd, int64_t explicit_offset);
+  void AfterRead(int64_t start_nanos);
+
+  // The program is about to exec: the child must not outlive the image it speculates on.
+  void BeforeExec();
+  // In the program's own fork children: forget the parent's child and log; start afresh.
+  void AfterForkInChild();
+
+  void Query(tipspec_counters* out);
+  void PrintStatsIfAsked();
+
+ private:
+  static constexpr int kMaxFds = 65536;
+  enum : uint8_t { kUnknown = 0, kUnwatched = 1, kWatched = 2 };
+  struct FdInfo {
+    std::atomic<uint8_t> state;
+    uint64_t dev;
+    uint64_t ino;
+  };
+  enum class StopCause { kMismatch, kBehind, kChildEnded, kExec, kStop };
+
+  Speculator();
+  bool OwnedByCallingThread();
+  bool Classify(int fd);
+  // REQUIRES: mu_ held.
+  void CheckRead(uint64_t dev, uint64_t ino, uint64_t offset);
+  bool ShouldFork() const;
+  void Fork();
+  bool WaitForChildReady(pid_t pid);
+  void EndChild(StopCause cause);
+  void RecordChildExit(int wait_status);
+  bool EnsureLog();
+
+  // Constant after Start.
+  SpecOptions options_;
+  MountWatch watch_;
+  HintSink sink_;
+  SandboxFilter filter_;
+  FdInfo* fds_ = nullptr;
+  uint64_t stream_ = 0;
+
+  std::atomic<bool> active_{false};
+  std::atomic<bool> started_{false};
+  std::atomic<pid_t> owner_tid_{0};
+  bool disabled_after_failure_ = false;
+
+  pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;  // protects everything below
+  SharedLog* log_ = nullptr;
+  pid_t child_pid_ = 0;
+  uint32_t epoch_ = 0;
+  bool ever_forked_ = false;
+  int64_t last_read_nanos_ = 0;
+  tipspec_counters counters_{};
+};
+
+}  // namespace tipfs::spec
