@@ -1,0 +1,148 @@
+// BlockTable: the cached blocks of every file and the queues that order them for eviction.
+//
+// A block is one aligned block of a file (ino, index), either valid (its bytes are in `data`) or
+// in flight (a Fetch is filling it). A valid block that no hint holds sits on one of two queues:
+//   LRU          demand and read-ahead blocks, most recently used first. Its last k buffers form
+//                the "tail window" and the keys of its last k evictions are kept as ghosts; hits
+//                on either estimate the LRU queue's marginal hit ratio (TIP's H(n) - H(n-1)).
+//   evict-first  blocks fetched for hints that were cancelled or skipped unread: the first to go.
+// Blocks held by hints (hint_refs > 0) and blocks in flight are on no queue; the TIP manager
+// decides about them through their hint streams.
+//
+// Not thread-safe: FileCache guards the table with its mutex.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace tipfs::cache {
+
+struct BlockKey {
+  uint64_t ino = 0;
+  uint64_t index = 0;
+  bool operator==(const BlockKey&) const = default;
+};
+
+struct BlockKeyHash {
+  size_t operator()(const BlockKey& k) const {
+    uint64_t h = k.ino * 0x9E3779B97F4A7C15ull ^ (k.index + 0x632BE59BD9B4E019ull);
+    h ^= h >> 29;
+    return static_cast<size_t>(h * 0xBF58476D1CE4E5B9ull);
+  }
+};
+
+// Why a block was read from the disks (counters and eviction placement depend on it).
+enum class BlockOrigin : uint8_t { kDemand, kReadahead, kHinted, kWarmup };
+enum class BlockQueue : uint8_t { kNone, kLru, kEvictFirst };
+
+struct Fetch;  // an in-flight read, owned by FileCache
+
+struct Block {
+  BlockKey key;
+  uint64_t id = 0;    // unique for the table's life: tells a re-created block from an old one
+  uint32_t disk = 0;  // the disk holding the block (TIP's per-disk T_disk, prefetch bounds)
+  std::shared_ptr<char[]> data;  // the bytes when valid; readers copy the pointer, never the lock
+  Fetch* fetch = nullptr;        // non-null while in flight
+  uint32_t hint_refs = 0;        // hinted accesses holding this block (TIP's hinted buffers)
+  BlockOrigin origin = BlockOrigin::kDemand;
+  uint8_t hint_source = 0;  // HintSource of the hint that fetched it (origin kHinted)
+  bool used = false;        // read on demand since it was fetched
+  bool evict_first = false;  // goes to the evict-first queue when it becomes unheld and valid
+
+  // Queue linkage (BlockTable private). `next` points toward the queue's cold end.
+  BlockQueue queue = BlockQueue::kNone;
+  bool in_tail = false;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+
+  bool valid() const { return fetch == nullptr; }
+};
+
+// Per-file state: its blocks in index order and its write epoch. Every write, truncate or remove
+// bumps `epoch` when it starts and when it ends; a fetch whose inode epoch changed while it was in
+// flight, or that completes while a writer is active, may hold bytes older than the disks', so its
+// data is not kept (FileCache::OnFetchDone).
+struct InodeState {
+  std::map<uint64_t, std::unique_ptr<Block>> blocks;
+  uint64_t epoch = 0;
+  uint32_t writers = 0;
+};
+
+class BlockTable {
+ public:
+  // `tail_window`: k, the LRU tail window and ghost list length (>= 1).
+  explicit BlockTable(uint32_t tail_window);
+  ~BlockTable();
+  BlockTable(const BlockTable&) = delete;
+  BlockTable& operator=(const BlockTable&) = delete;
+
+  Block* Find(uint64_t ino, uint64_t index) const;
+  // REQUIRES: no block (ino, index). The new block is on no queue.
+  Block* Insert(uint64_t ino, uint64_t index, uint32_t disk);
+  // Unqueues and deletes the block. REQUIRES: b->fetch == nullptr or the caller detached it.
+  void Erase(Block* b);
+
+  InodeState* FindInode(uint64_t ino);
+  InodeState* GetInode(uint64_t ino);  // creates it
+  // Drops the inode's state when it has no blocks and no writer.
+  void MaybeDropInode(uint64_t ino);
+  // Blocks of `ino` with first <= index <= last, in index order.
+  void BlocksInRange(uint64_t ino, uint64_t first, uint64_t last, std::vector<Block*>* out);
+
+  // Calls fn(const Block&) for every block (O(blocks): for statistics).
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (const auto& [ino, inode] : inodes_) {
+      for (const auto& [index, block] : inode.blocks) fn(*block);
+    }
+  }
+
+  // Queues.
+  void PushLru(Block* b);        // at the most recently used end
+  void PushEvictFirst(Block* b);
+  void Unqueue(Block* b);        // from whichever queue holds it
+  Block* LruColdest() const { return lru_.cold; }
+  Block* EvictFirstColdest() const { return evict_first_.cold; }
+  uint64_t lru_size() const { return lru_.size; }
+  uint64_t evict_first_size() const { return evict_first_.size; }
+  uint64_t size() const { return blocks_; }
+
+  // The LRU tail window: k and how many buffers are in it now (min(k, lru_size)).
+  uint32_t tail_window() const { return tail_window_; }
+  uint64_t tail_count() const { return tail_count_; }
+  // Remembers the key of a block evicted from the LRU queue.
+  void AddGhost(const BlockKey& key);
+  // True (and forgets it) when `key` is a ghost.
+  bool TakeGhost(const BlockKey& key);
+  // Changes k; the window and the ghost list are rebuilt.
+  void SetTailWindow(uint32_t k);
+
+ private:
+  struct Queue {
+    Block* warm = nullptr;  // most recently used end
+    Block* cold = nullptr;  // next to evict
+    uint64_t size = 0;
+  };
+  void Link(Queue* q, Block* b);
+  void Unlink(Queue* q, Block* b);
+
+  std::unordered_map<uint64_t, InodeState> inodes_;
+  uint64_t blocks_ = 0;
+  uint64_t next_id_ = 1;
+
+  Queue lru_;
+  Queue evict_first_;
+  uint32_t tail_window_;
+  uint64_t tail_count_ = 0;
+  Block* tail_head_ = nullptr;  // the warmest block inside the LRU tail window
+
+  std::deque<std::pair<BlockKey, uint64_t>> ghost_order_;  // key, generation
+  std::unordered_map<BlockKey, uint64_t, BlockKeyHash> ghosts_;
+  uint64_t ghost_generation_ = 0;
+};
+
+}  // namespace tipfs::cache

@@ -1,0 +1,603 @@
+// FileCache data path: reads (hits, misses, joins of fetches in flight), fetch completion,
+// write-through coherence, truncate and remove. The TIP manager, hints and read-ahead live in
+// tip_manager.cc.
+//
+// A block read moves through: queued (issue lists, under mu_) -> submitted (StripedIo::ReadAsync,
+// outside mu_, batched into one io_uring submit) -> completed (OnFetchDone: kept in the cache
+// unless it failed or raced with a writer; waiting reads are finished outside mu_).
+#include "cache/file_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "cache/file_cache_internal.h"
+#include "stripe/io_ring.h"
+
+namespace tipfs::cache {
+
+namespace {
+
+constexpr size_t kMaxReaders = 4096;
+
+bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+uint32_t ChooseBlockSize(const CacheOptions& o, uint32_t unit) {
+  const uint32_t b = o.block_size;
+  if (b == 0 || b < 4096 || !IsPowerOfTwo(b) || unit % b != 0) return unit;
+  return b;
+}
+
+uint64_t CapacityBlocks(uint64_t bytes, uint32_t block_size, uint32_t unit) {
+  return std::max<uint64_t>(bytes, kMinCapacityUnits * unit) / block_size;
+}
+
+// The LRU tail window (and ghost list) k: an eighth of the cache, at most 64 buffers.
+uint32_t TailWindowFor(uint64_t capacity_blocks) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>(capacity_blocks / 8, 1, 64));
+}
+
+}  // namespace
+
+Status CopyParts(const std::vector<ReadPart>& parts, uint64_t first_block, uint32_t block_size,
+                 uint64_t offset, uint64_t length, char* out) {
+  const uint64_t end = offset + length;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ReadPart& part = parts[i];
+    const char* src = part.data.get();
+    if (src == nullptr) {
+      if (!part.fetch->status.ok()) return part.fetch->status;
+      src = part.fetch->buffer.get();
+    }
+    const uint64_t block_start = (first_block + i) * block_size;
+    const uint64_t lo = std::max(offset, block_start);
+    const uint64_t hi = std::min(end, block_start + block_size);
+    std::memcpy(out + (lo - offset), src + (lo - block_start), hi - lo);
+  }
+  return Status::OK();
+}
+
+FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
+    : io_(io),
+      clock_(clock),
+      block_size_(ChooseBlockSize(options, io->layout().stripe_unit())),
+      disk_count_(io->layout().disk_count()),
+      options_(options),
+      capacity_blocks_(CapacityBlocks(options.capacity_bytes, block_size_,
+                                      io->layout().stripe_unit())),
+      table_(TailWindowFor(capacity_blocks_)) {
+  options_.block_size = block_size_;
+  options_.capacity_bytes = capacity_blocks_ * block_size_;
+  disk_estimators_.assign(disk_count_,
+                          DiskServiceEstimator(static_cast<double>(options.initial_disk_nanos)));
+  disk_prefetches_.assign(disk_count_, 0);
+}
+
+FileCache::~FileCache() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [this] { return fetches_in_flight_ == 0; });
+}
+
+Status FileCache::ValidateOptions(const CacheOptions& options, uint32_t stripe_unit) {
+  const uint32_t b = options.block_size;
+  if (b != 0 && (b < 4096 || !IsPowerOfTwo(b) || stripe_unit % b != 0)) {
+    return Status::InvalidArgument("cache block size " + std::to_string(b) +
+                                   " must be a power of two >= 4096 dividing the stripe unit " +
+                                   std::to_string(stripe_unit));
+  }
+  if (options.capacity_bytes < kMinCapacityUnits * stripe_unit) {
+    return Status::InvalidArgument("cache size " + std::to_string(options.capacity_bytes) +
+                                   " is below the minimum of " +
+                                   std::to_string(kMinCapacityUnits * stripe_unit) + " bytes (" +
+                                   std::to_string(kMinCapacityUnits) + " stripe units)");
+  }
+  if (options.max_prefetches_per_disk == 0) {
+    return Status::InvalidArgument("max prefetches per disk must be at least 1");
+  }
+  return Status::OK();
+}
+
+uint32_t FileCache::DiskOf(uint64_t ino, uint64_t index) const {
+  return io_->layout().DiskOfOffset(ino, index * block_size_);
+}
+
+bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return table_.Find(ino, block_index) != nullptr;
+}
+
+void FileCache::FoldCpuSamples() {
+  const int64_t hit_nanos = hit_nanos_sum_.exchange(0, std::memory_order_relaxed);
+  const uint64_t hit_bytes = hit_bytes_sum_.exchange(0, std::memory_order_relaxed);
+  if (hit_bytes > 0) {
+    t_hit_.Add(static_cast<double>(hit_nanos) * block_size_ / static_cast<double>(hit_bytes));
+  }
+  const int64_t driver_nanos = driver_nanos_sum_.exchange(0, std::memory_order_relaxed);
+  const uint64_t drivers = driver_count_.exchange(0, std::memory_order_relaxed);
+  if (drivers > 0) t_driver_.Add(static_cast<double>(driver_nanos) / drivers);
+}
+
+ReaderState* FileCache::Reader(uint32_t tgid, int64_t now) {
+  auto it = readers_.find(tgid);
+  if (it != readers_.end()) return it->second.get();
+  if (readers_.size() >= kMaxReaders) {
+    auto oldest = readers_.begin();
+    for (auto r = readers_.begin(); r != readers_.end(); ++r) {
+      if (r->second->last_start_ns < oldest->second->last_start_ns) oldest = r;
+    }
+    readers_.erase(oldest);
+  }
+  auto state = std::make_shared<ReaderState>();
+  state->tgid = tgid;
+  state->last_start_ns = 0;
+  (void)now;
+  return readers_.emplace(tgid, std::move(state)).first->second.get();
+}
+
+Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
+                                  int64_t now) {
+  Block* b = table_.Insert(ino, index, DiskOf(ino, index));
+  b->origin = origin;
+  b->used = origin == BlockOrigin::kDemand;
+  auto f = std::make_shared<Fetch>();
+  f->key = b->key;
+  f->disk = b->disk;
+  f->prefetch = prefetch;
+  f->submit_ns = now;
+  f->buffer.reset(new char[block_size_]);
+  f->block = b;
+  f->inode_epoch = table_.GetInode(ino)->epoch;
+  f->self = f;
+  b->fetch = f.get();
+  if (prefetch) {
+    ++disk_prefetches_[b->disk];
+    issue_prefetch_.push_back(std::move(f));
+  } else {
+    issue_demand_.push_back(std::move(f));
+  }
+  ++fetches_in_flight_;
+  return b;
+}
+
+void FileCache::OnDemandHit(Block* b, int64_t now) {
+  ++counters_.demand_hits;
+  lru_marginal_.RecordAccess(now);
+  if (b->queue == BlockQueue::kLru) {
+    if (b->in_tail) lru_marginal_.RecordTailHit(now);
+    table_.PushLru(b);
+  } else if (b->queue == BlockQueue::kEvictFirst) {
+    table_.PushLru(b);
+  }
+  b->evict_first = false;
+  if (!b->used) {
+    b->used = true;
+    if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_used;
+    if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_hits;
+  }
+}
+
+void FileCache::PlaceUnheld(Block* b) {
+  if (b->evict_first) {
+    table_.PushEvictFirst(b);
+  } else {
+    table_.PushLru(b);
+  }
+}
+
+void FileCache::EvictBlock(Block* b) {
+  if (b->queue == BlockQueue::kLru) table_.AddGhost(b->key);
+  if (!b->used) {
+    if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_evicted_unused;
+    if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_evicted_unused;
+  }
+  ++counters_.evictions;
+  table_.Erase(b);
+}
+
+void FileCache::DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) {
+  std::vector<Block*> blocks;
+  table_.BlocksInRange(ino, first, last, &blocks);
+  for (Block* b : blocks) {
+    if (b->valid()) continue;
+    b->fetch->block = nullptr;
+    b->fetch = nullptr;
+    table_.Erase(b);
+  }
+}
+
+void FileCache::DropBlocks(uint64_t ino, uint64_t first, uint64_t last) {
+  DetachInFlight(ino, first, last);
+  std::vector<Block*> blocks;
+  table_.BlocksInRange(ino, first, last, &blocks);
+  for (Block* b : blocks) table_.Erase(b);
+}
+
+std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint64_t ino,
+                                                   uint64_t offset, size_t length,
+                                                   uint64_t file_size, char* out,
+                                                   std::function<void(Result<size_t>)> done,
+                                                   std::shared_ptr<PendingRead>* pending_out) {
+  if (length == 0 || offset >= file_size) return Result<size_t>(size_t{0});
+  const uint64_t n = std::min<uint64_t>(length, file_size - offset);
+  const uint64_t first = offset / block_size_;
+  const uint64_t last = (offset + n - 1) / block_size_;
+  const int64_t now = clock_->NowNanos();
+  const bool spec = ctx.speculative;
+
+  // Parts of a read served from memory; reused per thread so a hit allocates nothing.
+  thread_local std::vector<ReadPart> scratch;
+  scratch.clear();
+  std::shared_ptr<PendingRead> pending;
+  std::shared_ptr<ReaderState> reader;
+  bool eagain = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FoldCpuSamples();
+    if (spec) {
+      ++counters_.spec_reads;
+      HintSpeculativeRead(ctx, ino, offset, n, file_size, now);
+    } else {
+      ++counters_.demand_reads;
+    }
+    uint32_t waits = 0;
+    for (uint64_t index = first; index <= last; ++index) {
+      Block* b = table_.Find(ino, index);
+      if (b != nullptr && b->valid()) {
+        scratch.push_back(ReadPart{b->data, nullptr});
+        if (!spec) OnDemandHit(b, now);
+        continue;
+      }
+      if (spec && !ctx.wait_for_data) {
+        eagain = true;
+        break;
+      }
+      if (b != nullptr) {
+        if (!spec) {
+          ++counters_.demand_misses;
+          ++counters_.inflight_waits;
+          if (!b->used && b->origin == BlockOrigin::kHinted) ++counters_.hinted_used;
+          if (!b->used && b->origin == BlockOrigin::kReadahead) ++counters_.readahead_hits;
+          b->used = true;
+          b->evict_first = false;
+        }
+      } else {
+        if (!spec) {
+          ++counters_.demand_misses;
+          lru_marginal_.RecordAccess(now);
+          if (table_.TakeGhost(BlockKey{ino, index})) {
+            lru_marginal_.RecordGhostHit(now);
+            ++counters_.ghost_hits;
+          }
+        }
+        MakeRoom(Purpose::kDemand, now);
+        b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, now);
+      }
+      scratch.push_back(ReadPart{nullptr, b->fetch->self});
+      ++waits;
+    }
+    if (eagain) {
+      ++counters_.spec_eagain;
+    } else if (spec) {
+      if (waits == 0) ++counters_.spec_hits;
+    } else {
+      ReaderState* r = Reader(static_cast<uint32_t>(ctx.stream), now);
+      const double accesses = static_cast<double>(n) / block_size_;
+      const int64_t last_end = r->last_end_ns.load(std::memory_order_relaxed);
+      if (r->last_start_ns > 0 && last_end >= r->last_start_ns && now >= last_end) {
+        r->cpu_per_access.Add(static_cast<double>(now - last_end) / accesses);
+      }
+      r->last_start_ns = now;
+      reader = readers_[static_cast<uint32_t>(ctx.stream)];
+      const bool matched = MatchStreams(static_cast<uint32_t>(ctx.stream), ino, offset, n, now);
+      Readahead(r, ino, offset, n, file_size, matched, now);
+    }
+    RunManager(now);
+    if (!eagain && waits > 0) {
+      pending = std::make_shared<PendingRead>();
+      pending->out = out;
+      pending->offset = offset;
+      pending->length = n;
+      pending->first_block = first;
+      pending->block_size = block_size_;
+      pending->start_ns = now;
+      pending->demand = !spec;
+      pending->reader = reader;
+      pending->done = std::move(done);
+      pending->parts.assign(scratch.begin(), scratch.end());
+      pending->remaining.store(waits, std::memory_order_relaxed);
+      for (const ReadPart& part : pending->parts) {
+        if (part.fetch != nullptr) part.fetch->waiters.push_back(pending);
+      }
+    }
+  }
+  DrainIssues();
+  if (eagain) {
+    scratch.clear();
+    return Result<size_t>(Status::FromErrno(EAGAIN, "speculative read of uncached data"));
+  }
+  if (pending != nullptr) {
+    scratch.clear();
+    *pending_out = std::move(pending);
+    return std::nullopt;
+  }
+  Status st = CopyParts(scratch, first, block_size_, offset, n, out);
+  scratch.clear();
+  if (!spec) {
+    const int64_t end = clock_->NowNanos();
+    hit_nanos_sum_.fetch_add(end - now, std::memory_order_relaxed);
+    hit_bytes_sum_.fetch_add(n, std::memory_order_relaxed);
+    if (reader != nullptr) reader->last_end_ns.store(end, std::memory_order_relaxed);
+  }
+  if (!st.ok()) return Result<size_t>(st);
+  return Result<size_t>(static_cast<size_t>(n));
+}
+
+Result<size_t> FileCache::FinishPending(PendingRead* read) {
+  Status st = CopyParts(read->parts, read->first_block, read->block_size, read->offset,
+                        read->length, read->out);
+  read->parts.clear();
+  if (read->demand) {
+    const int64_t end = clock_->NowNanos();
+    stall_nanos_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, end - read->start_ns)),
+                           std::memory_order_relaxed);
+    if (read->reader != nullptr) read->reader->last_end_ns.store(end, std::memory_order_relaxed);
+  }
+  if (!st.ok()) return Result<size_t>(st);
+  return Result<size_t>(static_cast<size_t>(read->length));
+}
+
+Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t offset,
+                               size_t length, uint64_t file_size, char* out) {
+  std::shared_ptr<PendingRead> pending;
+  std::optional<Result<size_t>> result =
+      StartRead(ctx, ino, offset, length, file_size, out, nullptr, &pending);
+  if (result.has_value()) return std::move(*result);
+  stripe::IoRing::FlushThisThread();
+  {
+    std::unique_lock<std::mutex> lock(pending->mu);
+    pending->cv.wait(lock, [&] { return pending->complete; });
+  }
+  return FinishPending(pending.get());
+}
+
+void FileCache::ReadAsync(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                          uint64_t file_size, char* out,
+                          std::function<void(Result<size_t>)> done) {
+  std::shared_ptr<PendingRead> pending;
+  std::optional<Result<size_t>> result =
+      StartRead(ctx, ino, offset, length, file_size, out, done, &pending);
+  if (result.has_value()) done(std::move(*result));
+}
+
+void FileCache::DrainIssues() {
+  // A completion that runs inline inside ReadAsync re-enters here; it leaves its new work to the
+  // loop already running on this thread instead of recursing once per block.
+  thread_local bool draining = false;
+  if (draining) return;
+  draining = true;
+  std::vector<std::shared_ptr<Fetch>> work;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (issue_demand_.empty() && issue_prefetch_.empty()) break;
+      work.swap(issue_demand_);  // demand reads go out first
+      work.insert(work.end(), issue_prefetch_.begin(), issue_prefetch_.end());
+      issue_prefetch_.clear();
+    }
+    stripe::IoRing::SubmitBatch batch;
+    for (std::shared_ptr<Fetch>& f : work) {
+      Fetch* raw = f.get();
+      const int64_t t0 = clock_->NowNanos();
+      raw->submit_ns = t0;
+      io_->ReadAsync(raw->key.ino, raw->key.index * block_size_, block_size_, raw->buffer.get(),
+                     raw->prefetch ? stripe::DiskRequest::Priority::kPrefetch
+                                   : stripe::DiskRequest::Priority::kDemand,
+                     [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });
+      driver_nanos_sum_.fetch_add(clock_->NowNanos() - t0, std::memory_order_relaxed);
+      driver_count_.fetch_add(1, std::memory_order_relaxed);
+    }
+    work.clear();
+  }
+  draining = false;
+}
+
+void FileCache::OnFetchDone(Fetch* fetch, Status status) {
+  const int64_t now = clock_->NowNanos();
+  std::vector<std::shared_ptr<PendingRead>> waiters;
+  std::shared_ptr<Fetch> self;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status.ok()) disk_estimators_[fetch->disk].RecordCompletion(fetch->submit_ns, now);
+    if (fetch->prefetch) --disk_prefetches_[fetch->disk];
+    fetch->status = status;
+    fetch->done = true;
+    if (Block* b = fetch->block; b != nullptr) {
+      b->fetch = nullptr;
+      fetch->block = nullptr;
+      const InodeState* inode = table_.FindInode(b->key.ino);
+      // Bytes read while a write to the file was in progress, or before one that has since
+      // finished, may be older than the disks': they go to the waiting readers (who overlapped
+      // the write) but never into the cache.
+      const bool keep = status.ok() && inode != nullptr && inode->epoch == fetch->inode_epoch &&
+                        inode->writers == 0;
+      if (keep) {
+        b->data = fetch->buffer;
+        if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_prefetched;
+        if (b->origin == BlockOrigin::kWarmup) ++counters_.warmup_prefetched;
+        if (b->hint_refs == 0) PlaceUnheld(b);
+      } else {
+        if (!status.ok()) ++counters_.fetch_errors;
+        table_.Erase(b);
+      }
+    } else if (!status.ok()) {
+      ++counters_.fetch_errors;
+    }
+    waiters.swap(fetch->waiters);
+    self = std::move(fetch->self);
+    RunManager(now);
+  }
+  DrainIssues();
+  for (const std::shared_ptr<PendingRead>& read : waiters) {
+    if (read->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+    if (read->done) {
+      Result<size_t> result = FinishPending(read.get());
+      auto done = std::move(read->done);
+      done(std::move(result));
+    } else {
+      std::lock_guard<std::mutex> lock(read->mu);
+      read->complete = true;
+      read->cv.notify_one();
+    }
+  }
+  waiters.clear();
+  self.reset();
+  // Last: the destructor may run as soon as the count reaches zero.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--fetches_in_flight_ == 0) idle_cv_.notify_all();
+}
+
+Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t length) {
+  if (length == 0) return Status::OK();
+  const uint64_t first = offset / block_size_;
+  const uint64_t last = (offset + length - 1) / block_size_;
+  uint64_t my_epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    InodeState* inode = table_.GetInode(ino);
+    ++inode->epoch;
+    ++inode->writers;
+    my_epoch = inode->epoch;
+    DetachInFlight(ino, first, last);
+  }
+  Status st = io_->Write(ino, offset, data, length);
+  std::lock_guard<std::mutex> lock(mu_);
+  InodeState* inode = table_.GetInode(ino);
+  // Patch cached blocks only when no other write to the file overlapped this one in time: then
+  // the disks hold exactly these bytes. Otherwise the order the disks applied is unknown: drop.
+  const bool alone = st.ok() && inode->writers == 1 && inode->epoch == my_epoch;
+  DetachInFlight(ino, first, last);
+  std::vector<Block*> blocks;
+  table_.BlocksInRange(ino, first, last, &blocks);
+  for (Block* b : blocks) {
+    if (!alone) {
+      table_.Erase(b);
+      ++counters_.write_blocks_dropped;
+      continue;
+    }
+    const uint64_t block_start = b->key.index * block_size_;
+    const uint64_t lo = std::max<uint64_t>(offset, block_start);
+    const uint64_t hi = std::min<uint64_t>(offset + length, block_start + block_size_);
+    // Readers copy out of `data` without the lock; a buffer someone else holds is replaced,
+    // never changed in place.
+    if (b->data.use_count() > 1) {
+      std::shared_ptr<char[]> copy(new char[block_size_]);
+      std::memcpy(copy.get(), b->data.get(), block_size_);
+      b->data = std::move(copy);
+    }
+    std::memcpy(b->data.get() + (lo - block_start), data + (lo - offset), hi - lo);
+    ++counters_.write_blocks_updated;
+  }
+  ++inode->epoch;
+  --inode->writers;
+  table_.MaybeDropInode(ino);
+  return st;
+}
+
+Status FileCache::Truncate(uint64_t ino, uint64_t old_size, uint64_t new_size) {
+  const uint64_t first = std::min(old_size, new_size) / block_size_;
+  constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    InodeState* inode = table_.GetInode(ino);
+    ++inode->epoch;
+    ++inode->writers;
+    DetachInFlight(ino, first, kEnd);
+  }
+  Status st = io_->Truncate(ino, old_size, new_size);
+  std::lock_guard<std::mutex> lock(mu_);
+  // The block holding the new end and everything after it are re-read from the disks when
+  // needed, so the cache can never disagree with the disks about bytes past either end.
+  DropBlocks(ino, first, kEnd);
+  InodeState* inode = table_.GetInode(ino);
+  ++inode->epoch;
+  --inode->writers;
+  table_.MaybeDropInode(ino);
+  return st;
+}
+
+Status FileCache::Sync(uint64_t ino) { return io_->Sync(ino); }
+
+Status FileCache::Remove(uint64_t ino) {
+  constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    InodeState* inode = table_.GetInode(ino);
+    ++inode->epoch;
+    ++inode->writers;
+    DropBlocks(ino, 0, kEnd);
+    DropInodeHints(ino);
+  }
+  Status st = io_->Remove(ino);
+  std::lock_guard<std::mutex> lock(mu_);
+  DropBlocks(ino, 0, kEnd);
+  InodeState* inode = table_.GetInode(ino);
+  ++inode->epoch;
+  --inode->writers;
+  table_.MaybeDropInode(ino);
+  return st;
+}
+
+}  // namespace tipfs::cache
+
+namespace tipfs::cache {
+
+CacheOptions FileCache::options() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return options_;
+}
+
+Status FileCache::SetOptions(const CacheOptions& requested) {
+  if (requested.block_size != 0 && requested.block_size != block_size_) {
+    return Status::InvalidArgument("the cache block size is fixed at mount (" +
+                                   std::to_string(block_size_) + ")");
+  }
+  const uint32_t unit = io_->layout().stripe_unit();
+  TIPFS_RETURN_IF_ERROR(ValidateOptions(requested, unit));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = clock_->NowNanos();
+    const bool drop_hints = requested.hints_ignored && !options_.hints_ignored;
+    CacheOptions next = requested;
+    next.block_size = block_size_;
+    next.initial_disk_nanos = options_.initial_disk_nanos;
+    capacity_blocks_ = CapacityBlocks(requested.capacity_bytes, block_size_, unit);
+    next.capacity_bytes = capacity_blocks_ * block_size_;
+    options_ = next;
+    if (table_.tail_window() != TailWindowFor(capacity_blocks_)) {
+      table_.SetTailWindow(TailWindowFor(capacity_blocks_));
+    }
+    if (drop_hints) {
+      std::vector<std::pair<uint64_t, bool>> all;
+      for (const auto& [id, s] : streams_) all.emplace_back(id, false);
+      for (const auto& [id, s] : warmups_) all.emplace_back(id, true);
+      for (const auto& [id, warmup] : all) DeleteStream(id, warmup, Release::kCancelled);
+    }
+    // A smaller cache gives up its cheapest buffers at once.
+    while (table_.size() > capacity_blocks_) {
+      if (Block* b = table_.EvictFirstColdest(); b != nullptr) {
+        EvictBlock(b);
+      } else if (Block* lru = table_.LruColdest(); lru != nullptr) {
+        EvictBlock(lru);
+      } else if (Ejection e = CheapestEjection(nullptr, now); e.stream != nullptr) {
+        Eject(e);
+      } else {
+        break;  // the rest is in flight
+      }
+    }
+    RunManager(now);
+  }
+  DrainIssues();
+  return Status::OK();
+}
+
+}  // namespace tipfs::cache

@@ -1,0 +1,336 @@
+// FileCache: tipfs's block cache with informed prefetching and caching (TIP, Patterson et al.,
+// SOSP 1995; TIP2 for several processes), sequential read-ahead for unhinted reads, and the
+// speculation-aware read path of SpecHint (Chang & Gibson, OSDI 1999).
+//
+// It owns the cached blocks of every file, the hint streams disclosed through the hint ioctls
+// (already resolved by fusefs to inode numbers and clipped to end of file), the online estimators
+// of the TIP cost-benefit model (cache/tip_model.h) and the prefetches in flight. All disk access
+// goes through stripe::StripedIo; all time through a Clock, so tests run it on a FakeClock over
+// modelled disks, deterministically.
+//
+// Data path: Read serves cached blocks and fetches all missing blocks of one request in parallel
+// (a block already being fetched is waited for, never fetched twice). Writes go through to the
+// disks; cached blocks they cover are patched (or dropped when writes to the file overlap in time)
+// and a fetch that raced with a write never inserts its bytes, so no reader sees stale data.
+//
+// Thread-safety: every method may be called from any thread. Completions arrive on the disks'
+// completion thread (or the clock's timer thread, or inline). Locks, in order:
+//   mu_                 everything in the cache (blocks, queues, streams, estimators, counters)
+//   PendingRead::mu     one waiting reader's latch (taken without mu_)
+//   the Clock's mutex   (NowNanos may be called under mu_)
+// No lock is held while waiting for I/O or while submitting it, and no caller's callback runs
+// under mu_.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_table.h"
+#include "cache/hint_stream.h"
+#include "cache/tip_model.h"
+#include "stripe/striped_io.h"
+#include "util/clock.h"
+#include "util/status.h"
+
+namespace tipfs::cache {
+
+struct PendingRead;  // a read waiting for fetches (file_cache_internal.h)
+struct ReaderState;  // per reading process: timing and read-ahead runs
+
+// Plain options struct (RocksDB style): each field says its default and whether SetOptions may
+// change it while mounted.
+struct CacheOptions {
+  // --cache-size. Changeable (shrinking evicts at once). At least kMinCapacityUnits stripe units.
+  uint64_t capacity_bytes = 256ull << 20;
+  // 0 = the stripe unit; else a power of two >= 4096 dividing it. Fixed at mount.
+  uint32_t block_size = 0;
+  // --readahead=on|off: sequential read-ahead for unhinted reads. Changeable.
+  bool readahead = true;
+  // Read-ahead window cap in blocks (the paper's baseline: 64). Changeable.
+  uint32_t max_readahead_blocks = 64;
+  // --hints=ignore: hints are validated and counted but nothing is prefetched for them (the
+  // overhead baseline of the paper's Figure 4). Changeable; turning it on drops current hints.
+  bool hints_ignored = false;
+  // Outstanding hinted bytes (disclosed, not yet read or cancelled) one process may have; a hint
+  // call that would exceed it fails with EDQUOT and changes nothing. Changeable.
+  uint64_t per_process_hint_cap_bytes = 4ull << 30;
+  // The same over all processes; exceeding it fails with ENOBUFS. Changeable.
+  uint64_t global_hint_cap_bytes = 64ull << 30;
+  // Hint segments (the metadata that hints cost) per process (EDQUOT) and in all (ENOBUFS).
+  // Bound the daemon's memory for hints to about 64 bytes x global_hint_segment_cap. Changeable.
+  uint32_t per_process_hint_segment_cap = 1u << 16;
+  uint32_t global_hint_segment_cap = 1u << 20;
+  // Prefetches (hinted and read-ahead) in flight per disk, so a demand read never queues behind
+  // many of them. Changeable.
+  uint32_t max_prefetches_per_disk = 4;
+  // T_disk assumed for a disk until its first completion is measured. Fixed at mount.
+  int64_t initial_disk_nanos = 5'000'000;
+};
+
+// Smallest capacity, in stripe units.
+constexpr uint64_t kMinCapacityUnits = 4;
+
+// Who is reading. fusefs fills it from the FUSE request (and the process's speculation attach).
+struct ReadContext {
+  uint64_t stream = 0;  // the reader's process (tgid): its hint streams and read-ahead state
+  uint32_t pid = 0;     // the calling thread (tid)
+  // Set for a process attached with TIPFS_IOC_SPEC_ATTACH: its reads become speculative hints for
+  // `spec_stream` (epoch `spec_epoch`) and never wait for the disk: cached data is returned,
+  // uncached data fails with EAGAIN — unless `wait_for_data`, when the read waits like a normal
+  // read. Either way it is never counted as a demand access nor consumes a hint stream, and no
+  // byte it did not really read enters the cache.
+  bool speculative = false;
+  bool wait_for_data = false;
+  uint64_t spec_stream = 0;
+  uint32_t spec_epoch = 0;
+  uint32_t spec_owner = 0;  // the process the hints are charged to (0: spec_stream)
+};
+
+// One hinted range of a file, resolved by fusefs: inode, offset, length clipped to end of file
+// (ranges wholly past end of file are dropped before, or are ignored here), and the file's size.
+struct HintExtent {
+  uint64_t ino = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t file_size = 0;
+};
+
+// One hint call: extents in the order they will be read, appended to stream `stream`.
+struct HintBatch {
+  uint64_t stream = 0;  // resolved: the caller's tgid for TIPFS_STREAM_SELF, else the caller's id
+  uint32_t owner = 0;   // the process charged for the hints (caps, CancelProcess)
+  HintSource source = HintSource::kManual;
+  uint32_t epoch = 0;
+  std::vector<HintExtent> extents;
+};
+
+// The state of one stream (TIPFS_IOC_QUERY).
+struct StreamInfo {
+  bool exists = false;
+  uint64_t hinted_bytes = 0;       // disclosed and not yet consumed or cancelled
+  uint64_t segments_pending = 0;   // segments not yet wholly consumed
+  uint64_t blocks_consumed = 0;    // hinted block accesses its reads consumed
+  uint64_t blocks_prefetched = 0;  // blocks fetched for its hints
+  uint64_t cap_bytes = 0;          // per-process cap on outstanding hinted bytes
+  double horizon = 0;              // its prefetch horizon P, in block accesses
+};
+
+// A snapshot of the cache's counters and gauges (fusefs renders it as .tipfs/stats text and JSON
+// and as Prometheus text in .tipfs/metrics). Counters only grow; gauges are current values.
+struct CacheStats {
+  // Demand reads, counted per block: hit = served from memory without waiting; miss = waited
+  // for the disk (a new fetch, or `inflight_waits`: joined a fetch already in flight).
+  uint64_t demand_reads = 0;
+  uint64_t demand_hits = 0;
+  uint64_t demand_misses = 0;
+  uint64_t inflight_waits = 0;
+  uint64_t ghost_hits = 0;  // misses that one more LRU buffer would have turned into hits
+  uint64_t stall_nanos = 0;  // time readers waited for the disk for demand data
+  // Read-ahead (unhinted sequential reads).
+  uint64_t readahead_issued = 0;
+  uint64_t readahead_hits = 0;  // first demand read of a read-ahead block
+  uint64_t readahead_evicted_unused = 0;
+  // Hints (TIP).
+  uint64_t hint_calls = 0;
+  uint64_t hints_refused = 0;  // calls refused by a cap (EDQUOT / ENOBUFS)
+  std::array<uint64_t, kHintSourceCount> bytes_hinted{};  // per source, as disclosed
+  std::array<uint64_t, kHintSourceCount> blocks_consumed{};  // hinted accesses read, per source
+  std::array<double, kHintSourceCount> accuracy{};  // measured, per source (the discount)
+  uint64_t hinted_prefetched = 0;      // blocks fetched for hints
+  uint64_t hinted_used = 0;            // of those, read on demand
+  uint64_t hinted_evicted_unused = 0;  // of those, evicted before any read
+  uint64_t hinted_cancelled = 0;       // hinted accesses dropped by cancel, epoch or retirement
+  uint64_t hinted_skipped = 0;         // hinted accesses passed over by the reader
+  uint64_t hinted_ejected = 0;         // hinted blocks given up for a better use (TIP decision)
+  uint64_t warmup_prefetched = 0;
+  uint64_t streams_active = 0;
+  uint64_t streams_retired = 0;  // stopped matching, or idle
+  uint64_t outstanding_hinted_bytes = 0;
+  // Speculative readers.
+  uint64_t spec_reads = 0;
+  uint64_t spec_hits = 0;
+  uint64_t spec_eagain = 0;
+  // Writes and evictions.
+  uint64_t write_blocks_updated = 0;
+  uint64_t write_blocks_dropped = 0;
+  uint64_t evictions = 0;
+  uint64_t fetch_errors = 0;
+  // Buffers (gauges): the LRU part, hinted (held by hints or in flight for them), evict-first,
+  // in flight for demand or read-ahead.
+  uint64_t capacity_blocks = 0;
+  uint64_t block_size = 0;
+  uint64_t lru_buffers = 0;
+  uint64_t hinted_buffers = 0;
+  uint64_t evict_first_buffers = 0;
+  uint64_t fetching_buffers = 0;
+  // The TIP model's current estimates.
+  double prefetch_horizon = 0;  // P of the busiest stream (or of a reader with T_cpu = 0)
+  double t_hit_nanos = 0;
+  double t_driver_nanos = 0;
+  std::vector<double> t_disk_nanos;  // per disk
+  double lru_marginal_hit_ratio = 0;
+};
+
+class FileCache {
+ public:
+  // REQUIRES: io and clock outlive the cache. Invalid options are clamped (see ValidateOptions).
+  FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options);
+  ~FileCache();  // waits for fetches in flight
+  FileCache(const FileCache&) = delete;
+  FileCache& operator=(const FileCache&) = delete;
+
+  // EINVAL naming the field when `options` is unusable with this stripe unit.
+  static Status ValidateOptions(const CacheOptions& options, uint32_t stripe_unit);
+
+  // Bytes copied into out: min(length, file_size - offset), 0 at/after EOF. Errors: EIO from the
+  // disks; EAGAIN for a speculative reader whose data is not cached.
+  Result<size_t> Read(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                      uint64_t file_size, char* out);
+  // The same without blocking: `done` runs exactly once, inline when no disk read is needed,
+  // else from a completion. `out` must stay valid until then.
+  void ReadAsync(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                 uint64_t file_size, char* out, std::function<void(Result<size_t>)> done);
+
+  // Write-through to the disks; cached blocks covering the range are updated (or dropped).
+  Status Write(uint64_t ino, uint64_t offset, const char* data, size_t length);
+  // Cache and objects follow a size change.
+  Status Truncate(uint64_t ino, uint64_t old_size, uint64_t new_size);
+  Status Sync(uint64_t ino);
+  // Drops the file's cached blocks and hints and removes its objects.
+  Status Remove(uint64_t ino);
+
+  // Hints (see tipfs_hint(3)). Appends the extents to the stream (created on first use). EINVAL:
+  // unknown source or an extent whose end overflows; EDQUOT: the owner's outstanding hinted bytes
+  // or segments would exceed its cap; ENOBUFS: the global cap. On error nothing changes.
+  Status Hint(const HintBatch& batch);
+  // Drops a stream's hints (all, or one epoch's). Queued prefetches for them are dropped at
+  // once; blocks already fetched for them become the first to evict. OK when there is none.
+  Status Cancel(uint64_t stream, std::optional<uint32_t> epoch = std::nullopt);
+  // Drops every stream owned by process `owner`.
+  void CancelProcess(uint32_t owner);
+  StreamInfo QueryStream(uint64_t stream) const;
+
+  CacheStats Stats() const;
+  CacheOptions options() const;
+  // Applies the run-time changeable fields; EINVAL (nothing changed) when a fixed field differs.
+  Status SetOptions(const CacheOptions& options);
+
+  uint32_t block_size() const { return block_size_; }
+  // True when the block is cached (valid or in flight). For tests and diagnostics.
+  bool Contains(uint64_t ino, uint64_t block_index) const;
+
+ private:
+  struct OwnerState {
+    uint64_t bytes = 0;     // outstanding hinted bytes of all its streams
+    uint64_t segments = 0;  // and their segments
+    std::vector<uint64_t> streams;  // ids of its reader streams (matched against its reads)
+    std::vector<uint64_t> warmups;  // ids of its warm-up streams
+  };
+  // How hinted accesses left a stream: read by the hinter, passed over by its reads, cancelled
+  // (cancel call, new epoch, retirement), or dropped because their file was removed.
+  enum class Release { kConsumed, kDropped, kCancelled, kRemoved };
+
+  // Read path (file_cache.cc).
+  std::optional<Result<size_t>> StartRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
+                                          size_t length, uint64_t file_size, char* out,
+                                          std::function<void(Result<size_t>)> done,
+                                          std::shared_ptr<PendingRead>* pending);
+  Result<size_t> FinishPending(PendingRead* read);
+  void OnFetchDone(Fetch* fetch, Status status);
+  void DrainIssues();
+  // REQUIRES: mu_ held (for all below).
+  Block* NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
+                         int64_t now);
+  void OnDemandHit(Block* b, int64_t now);
+  void PlaceUnheld(Block* b);
+  void EvictBlock(Block* b);
+  void DetachInFlight(uint64_t ino, uint64_t first, uint64_t last);
+  void DropBlocks(uint64_t ino, uint64_t first, uint64_t last);
+  void FoldCpuSamples();
+  ReaderState* Reader(uint32_t tgid, int64_t now);
+  uint32_t DiskOf(uint64_t ino, uint64_t index) const;
+
+  // TIP (tip_manager.cc). REQUIRES: mu_ held.
+  enum class Purpose { kDemand, kReadahead, kWarmup };
+  bool MakeRoom(Purpose purpose, int64_t now);
+  bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now);
+  void RunManager(int64_t now);
+  size_t NextCandidate(HintStream* s);
+  void RunWarmups(int64_t now);
+  void Hold(HintedAccess* a, Block* b);
+  void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as);
+  void ReleaseHold(const HintedAccess& a, Release how);
+  bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now);
+  void Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, uint64_t length,
+                 uint64_t file_size, bool matched, int64_t now);
+  void HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
+                           uint64_t file_size, int64_t now);
+  Status AppendHints(uint64_t stream, uint32_t owner, HintSource source, uint32_t epoch,
+                     const std::vector<HintSegment>& segments, int64_t now);
+  void DeleteStream(uint64_t id, bool warmup, Release how);
+  void DropInodeHints(uint64_t ino);
+  void RetireIdleStreams(int64_t now);
+  double DiskNanos(uint32_t disk) const;
+  double MeanDiskNanos() const;
+  double AppNanos(const HintStream* s) const;  // T_cpu + T_hit + T_driver of its reader
+  double AccessRate(const HintStream* s, int64_t now) const;  // accesses per second (TIP2)
+  double Benefit(HintStream* s, size_t index, int64_t now) const;
+  double LruCostRate(int64_t now) const;
+  struct Ejection {
+    HintStream* stream = nullptr;
+    size_t index = 0;
+    double cost = 0;
+  };
+  Ejection CheapestEjection(const HintStream* exclude, int64_t now) const;
+  void Eject(const Ejection& e);
+  template <typename Fn>
+  void MutateStream(HintStream* s, Release how, Fn fn);
+
+  // Constant after construction.
+  stripe::StripedIo* const io_;
+  Clock* const clock_;
+  const uint32_t block_size_;
+  const uint32_t disk_count_;
+
+  // Protected by mu_.
+  mutable std::mutex mu_;
+  CacheOptions options_;
+  uint64_t capacity_blocks_;
+  BlockTable table_;
+  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> streams_;  // matched against reads
+  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_;  // prefetched in order
+  std::unordered_map<uint32_t, OwnerState> owners_;
+  uint64_t global_hinted_bytes_ = 0;
+  uint64_t global_segments_ = 0;
+  std::unordered_map<uint32_t, std::shared_ptr<ReaderState>> readers_;
+  std::vector<DiskServiceEstimator> disk_estimators_;
+  std::vector<uint32_t> disk_prefetches_;  // prefetches in flight per disk
+  uint64_t fetches_in_flight_ = 0;
+  uint64_t hinted_in_flight_ = 0;
+  Ewma t_hit_{0.125, 0};
+  Ewma t_driver_{0.125, 0};
+  LruMarginalEstimator lru_marginal_;
+  std::array<AccuracyEstimator, kHintSourceCount> accuracy_;
+  CacheStats counters_;  // the counter fields; gauges are filled in by Stats()
+  std::vector<std::shared_ptr<Fetch>> issue_demand_;
+  std::vector<std::shared_ptr<Fetch>> issue_prefetch_;
+  int64_t last_idle_check_ns_ = 0;
+  std::condition_variable idle_cv_;  // signalled when fetches_in_flight_ drops to 0
+
+  // Updated without mu_ (folded in under mu_ by FoldCpuSamples).
+  std::atomic<uint64_t> stall_nanos_{0};
+  std::atomic<int64_t> hit_nanos_sum_{0};
+  std::atomic<uint64_t> hit_bytes_sum_{0};
+  std::atomic<int64_t> driver_nanos_sum_{0};
+  std::atomic<uint64_t> driver_count_{0};
+};
+
+}  // namespace tipfs::cache

@@ -1,0 +1,92 @@
+// Private parts of FileCache shared by its .cc files: in-flight fetches, waiting reads and
+// per-process reader state. Not for use outside cache/.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cache/block_table.h"
+#include "cache/tip_model.h"
+#include "stripe/disk.h"
+#include "util/status.h"
+
+namespace tipfs::cache {
+
+// One block read in flight. States: queued (in FileCache's issue lists) -> submitted to
+// StripedIo -> done (status set, waiters woken). A write to the file while it is in flight
+// detaches it from its block (block = nullptr): its readers still get its bytes, but the bytes
+// never enter the cache. Owned by shared pointers: its own `self` until done, and every waiting
+// read's part.
+struct Fetch {
+  BlockKey key;
+  uint32_t disk = 0;
+  bool prefetch = false;  // bounded per disk; issued with priority kPrefetch
+  int64_t submit_ns = 0;
+  uint64_t inode_epoch = 0;
+  std::shared_ptr<char[]> buffer;
+  Block* block = nullptr;  // GUARDED_BY(FileCache::mu_)
+  bool done = false;       // GUARDED_BY(FileCache::mu_); status and buffer final once set
+  Status status;
+  std::vector<std::shared_ptr<PendingRead>> waiters;  // GUARDED_BY(FileCache::mu_)
+  std::shared_ptr<Fetch> self;                        // keeps it alive until done
+};
+
+// One block of a read: its bytes, either already in memory or coming from a fetch.
+struct ReadPart {
+  std::shared_ptr<char[]> data;
+  std::shared_ptr<Fetch> fetch;
+};
+
+// Per reading process (tgid): application compute time between reads (TIP's T_cpu) and the
+// sequential runs that drive read-ahead. Shared pointer so a read in flight can stamp its end time
+// without the cache lock.
+struct ReaderState {
+  struct Run {
+    uint64_t ino = 0;
+    uint64_t next_offset = 0;   // where a sequential continuation starts
+    uint64_t last_block = 0;    // last block the run read
+    uint64_t seq_bytes = 0;     // bytes read sequentially so far
+    uint64_t ra_next = 0;       // first block read-ahead has not issued yet
+    int64_t used_ns = 0;
+  };
+  static constexpr size_t kRuns = 8;
+
+  uint32_t tgid = 0;
+  Ewma cpu_per_access{0.125, 0};  // GUARDED_BY(FileCache::mu_), nanoseconds per block access
+  int64_t last_start_ns = 0;      // GUARDED_BY(FileCache::mu_)
+  std::atomic<int64_t> last_end_ns{0};
+  std::array<Run, kRuns> runs;    // GUARDED_BY(FileCache::mu_)
+  size_t run_count = 0;
+};
+
+// A read that waits for one or more fetches. The last fetch to complete either wakes the waiting
+// thread (blocking Read) or finishes the read and calls `done` (ReadAsync).
+struct PendingRead {
+  char* out = nullptr;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t first_block = 0;
+  uint32_t block_size = 0;
+  int64_t start_ns = 0;
+  bool demand = true;  // stall time counts only for demand readers
+  std::vector<ReadPart> parts;
+  std::shared_ptr<ReaderState> reader;
+  std::atomic<uint32_t> remaining{0};
+  std::function<void(Result<size_t>)> done;  // empty for a blocking Read
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool complete = false;  // GUARDED_BY(mu)
+};
+
+// Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i).
+Status CopyParts(const std::vector<ReadPart>& parts, uint64_t first_block, uint32_t block_size,
+                 uint64_t offset, uint64_t length, char* out);
+
+}  // namespace tipfs::cache

@@ -1,0 +1,189 @@
+#include "cache/hint_stream.h"
+
+#include <algorithm>
+
+namespace tipfs::cache {
+
+const char* HintSourceName(HintSource source) {
+  switch (source) {
+    case HintSource::kManual:
+      return "manual";
+    case HintSource::kSpeculative:
+      return "speculative";
+    case HintSource::kWarmup:
+      return "warmup";
+  }
+  return "unknown";
+}
+
+uint64_t StreamRelease::dropped_accesses() const {
+  uint64_t n = dropped.size();
+  for (uint64_t c : unexpanded_dropped) n += c;
+  return n;
+}
+
+void StreamRelease::Clear() {
+  consumed.clear();
+  dropped.clear();
+  unexpanded_dropped.fill(0);
+}
+
+HintStream::HintStream(uint64_t id, uint32_t owner, uint32_t block_size, int64_t now_ns)
+    : id_(id), owner_(owner), block_size_(block_size), created_ns_(now_ns),
+      last_activity_ns_(now_ns) {}
+
+uint64_t HintStream::BlocksOf(const HintSegment& s, uint32_t block_size) {
+  if (s.length == 0) return 0;
+  return (s.offset + s.length - 1) / block_size - s.offset / block_size + 1;
+}
+
+void HintStream::Append(const HintSegment& segment) {
+  if (segment.length == 0) return;
+  pending_.push_back(segment);
+  outstanding_bytes_ += segment.length;
+}
+
+void HintStream::Expand(size_t count) {
+  while (accesses_.size() < count && !pending_.empty()) {
+    HintSegment& s = pending_.front();
+    const uint64_t block = s.offset / block_size_;
+    const uint64_t block_end = (block + 1) * block_size_;
+    const uint64_t end = std::min(s.offset + s.length, block_end);
+    HintedAccess a;
+    a.ino = s.ino;
+    a.block = block;
+    a.begin = s.offset;
+    a.end = end;
+    a.file_size = s.file_size;
+    a.epoch = s.epoch;
+    a.source = s.source;
+    s.length -= end - s.offset;
+    s.offset = end;
+    a.last_of_segment = s.length == 0;
+    if (a.last_of_segment) {
+      ++expanded_segment_ends_;
+      pending_.pop_front();
+    }
+    accesses_.push_back(a);
+  }
+}
+
+void HintStream::Account(const HintedAccess& a, int sign) {
+  // Removing an access: its unread bytes leave the outstanding total, its segment end the count.
+  if (sign < 0) {
+    outstanding_bytes_ -= a.end - a.begin;
+    if (a.last_of_segment) --expanded_segment_ends_;
+  }
+}
+
+void HintStream::PopFront(bool consumed, StreamRelease* release) {
+  HintedAccess a = accesses_.front();
+  accesses_.pop_front();
+  if (cursor_ > 0) --cursor_;
+  Account(a, -1);
+  if (consumed) {
+    ++blocks_consumed;
+    release->consumed.push_back(a);
+  } else {
+    release->dropped.push_back(a);
+  }
+}
+
+HintStream::MatchResult HintStream::Match(uint64_t ino, uint64_t offset, uint64_t length,
+                                          int64_t now_ns, StreamRelease* release) {
+  const uint64_t end = offset + length;
+  Expand(kMatchLookahead);
+  auto overlaps = [&](const HintedAccess& a) {
+    return a.ino == ino && offset < a.end && end > a.begin;
+  };
+  size_t found = accesses_.size();
+  for (size_t i = 0; i < std::min(accesses_.size(), kMatchLookahead); ++i) {
+    if (overlaps(accesses_[i])) {
+      found = i;
+      break;
+    }
+  }
+  if (found == accesses_.size()) {
+    if (has_last_ && last_ino_ == ino && offset / block_size_ <= last_block_ &&
+        (end - 1) / block_size_ >= last_block_) {
+      return MatchResult::kNeutral;
+    }
+    ++mismatches_;
+    return MatchResult::kMismatch;
+  }
+  for (size_t i = 0; i < found; ++i) PopFront(/*consumed=*/false, release);
+  while (true) {
+    if (accesses_.empty()) Expand(1);
+    if (accesses_.empty() || !overlaps(accesses_.front())) break;
+    HintedAccess& a = accesses_.front();
+    a.consumed_any = true;
+    has_last_ = true;
+    last_ino_ = ino;
+    last_block_ = a.block;
+    if (end >= a.end) {
+      PopFront(/*consumed=*/true, release);
+    } else {
+      // Partly read: the block stays hinted until its last hinted byte has been read.
+      outstanding_bytes_ -= end - a.begin;
+      a.begin = end;
+      break;
+    }
+  }
+  mismatches_ = 0;
+  last_activity_ns_ = now_ns;
+  return MatchResult::kMatched;
+}
+
+template <typename Pred>
+void HintStream::DropIf(Pred pred, StreamRelease* release) {
+  std::deque<HintedAccess> kept;
+  for (HintedAccess& a : accesses_) {
+    if (pred(a.ino, a.epoch)) {
+      Account(a, -1);
+      release->dropped.push_back(a);
+    } else {
+      kept.push_back(a);
+    }
+  }
+  accesses_.swap(kept);
+  std::deque<HintSegment> kept_segments;
+  for (HintSegment& s : pending_) {
+    if (pred(s.ino, s.epoch)) {
+      outstanding_bytes_ -= s.length;
+      release->unexpanded_dropped[static_cast<size_t>(s.source)] += BlocksOf(s, block_size_);
+    } else {
+      kept_segments.push_back(s);
+    }
+  }
+  pending_.swap(kept_segments);
+  cursor_ = 0;
+  AdvanceCursor();
+}
+
+void HintStream::CancelAll(StreamRelease* release) {
+  DropIf([](uint64_t, uint32_t) { return true; }, release);
+}
+
+void HintStream::CancelEpoch(uint32_t epoch, StreamRelease* release) {
+  DropIf([epoch](uint64_t, uint32_t e) { return e == epoch; }, release);
+}
+
+void HintStream::RemoveInode(uint64_t ino, StreamRelease* release) {
+  DropIf([ino](uint64_t i, uint32_t) { return i == ino; }, release);
+  if (has_last_ && last_ino_ == ino) has_last_ = false;
+}
+
+void HintStream::PopDoneFront(StreamRelease* release) {
+  while (!accesses_.empty() && accesses_.front().state == HintedAccess::State::kDone) {
+    PopFront(/*consumed=*/true, release);
+  }
+}
+
+void HintStream::AdvanceCursor() {
+  while (cursor_ < accesses_.size() &&
+         accesses_[cursor_].state != HintedAccess::State::kPending) {
+    ++cursor_;
+  }
+}
+
+}  // namespace tipfs::cache

@@ -1,0 +1,149 @@
+// HintStream: one hinter's disclosed future reads, in order, and how far its reads have consumed
+// them. Segments (file, offset, length) are kept compact and expanded lazily into per-block
+// accesses only as far as the TIP manager looks ahead, so a stream's memory is bounded by its
+// segment count plus the blocks it holds.
+//
+// Matching (TIP: hints are disclosures, not commands): a read by the stream's process consumes
+// the hinted accesses it overlaps, in order. A read that overlaps one of the next few accesses
+// (kMatchLookahead) consumes it and drops the ones before it as skipped; a read of the block just
+// consumed is neutral; anything else is an unhinted read, and after kRetireAfterMismatches of those
+// in a row the stream is retired by its owner.
+//
+// Not thread-safe: FileCache guards every stream with its mutex.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace tipfs::cache {
+
+// Where hints come from (values match enum tipfs_hint_source of include/tipfs/hint.h).
+enum class HintSource : uint8_t { kManual = 0, kSpeculative = 1, kWarmup = 2 };
+constexpr size_t kHintSourceCount = 3;
+const char* HintSourceName(HintSource source);  // "manual", "speculative", "warmup"
+
+// A contiguous range of a file, as disclosed (already resolved and clipped to end of file).
+struct HintSegment {
+  uint64_t ino = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;  // > 0
+  uint64_t file_size = 0;
+  uint32_t epoch = 0;
+  HintSource source = HintSource::kManual;
+};
+
+// One hinted block access: the bytes [begin, end) of block `block` of file `ino` still to be read.
+struct HintedAccess {
+  enum class State : uint8_t {
+    kPending,  // not yet looked at by the prefetcher
+    kHeld,     // the prefetcher holds its block (cached or in flight): block_id names it
+    kDone,     // nothing to fetch (past end of file, the prefetch failed, warm-up completed)
+  };
+  uint64_t ino = 0;
+  uint64_t block = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t file_size = 0;
+  uint64_t block_id = 0;
+  uint32_t epoch = 0;
+  HintSource source = HintSource::kManual;
+  State state = State::kPending;
+  bool last_of_segment = false;
+  bool consumed_any = false;
+};
+
+// What a change to a stream released: accesses consumed by reads, accesses dropped unread, and
+// for segments dropped before they were expanded, their block accesses per source.
+struct StreamRelease {
+  std::vector<HintedAccess> consumed;
+  std::vector<HintedAccess> dropped;
+  std::array<uint64_t, kHintSourceCount> unexpanded_dropped{};
+  uint64_t dropped_accesses() const;
+  void Clear();
+};
+
+class HintStream {
+ public:
+  static constexpr size_t kMatchLookahead = 16;
+  static constexpr uint32_t kRetireAfterMismatches = 64;
+
+  HintStream(uint64_t id, uint32_t owner, uint32_t block_size, int64_t now_ns);
+
+  uint64_t id() const { return id_; }
+  uint32_t owner() const { return owner_; }
+
+  void Append(const HintSegment& segment);
+
+  // Expanded accesses; index 0 is the next access the stream's reader will make (x = 1).
+  size_t expanded() const { return accesses_.size(); }
+  HintedAccess& at(size_t i) { return accesses_[i]; }
+  const HintedAccess& at(size_t i) const { return accesses_[i]; }
+  // Expands segments until at least `count` accesses are expanded or none are left.
+  void Expand(size_t count);
+  bool exhausted() const { return accesses_.empty() && pending_.empty(); }
+
+  enum class MatchResult { kMatched, kNeutral, kMismatch };
+  // A read of [offset, offset + length) of `ino` by the stream's process. Consumed and skipped
+  // accesses are appended to *release.
+  MatchResult Match(uint64_t ino, uint64_t offset, uint64_t length, int64_t now_ns,
+                    StreamRelease* release);
+
+  // Drops every access (or those of one epoch / one file) into *release.
+  void CancelAll(StreamRelease* release);
+  void CancelEpoch(uint32_t epoch, StreamRelease* release);
+  void RemoveInode(uint64_t ino, StreamRelease* release);
+  // Pops leading accesses that are kDone and were never read (warm-up streams advance this way).
+  void PopDoneFront(StreamRelease* release);
+
+  // The prefetcher's cursor: every access before it is kHeld or kDone.
+  size_t cursor() const { return cursor_; }
+  void AdvanceCursor();               // past leading non-pending accesses
+  void RewindCursor(size_t index) {   // after an access at `index` went back to kPending
+    if (index < cursor_) cursor_ = index;
+  }
+
+  uint64_t outstanding_bytes() const { return outstanding_bytes_; }
+  uint64_t segments_pending() const { return pending_.size() + expanded_segment_ends_; }
+  uint64_t segments() const { return segments_pending(); }
+  uint32_t mismatches() const { return mismatches_; }
+  bool retire_due() const { return mismatches_ >= kRetireAfterMismatches; }
+  int64_t created_ns() const { return created_ns_; }
+  int64_t last_activity_ns() const { return last_activity_ns_; }
+  // New hints count as activity (matching reads do too).
+  void Touch(int64_t now_ns) {
+    if (now_ns > last_activity_ns_) last_activity_ns_ = now_ns;
+  }
+
+  // Counters for QueryStream.
+  uint64_t blocks_consumed = 0;
+  uint64_t blocks_prefetched = 0;
+
+ private:
+  void PopFront(bool consumed, StreamRelease* release);
+  template <typename Pred>
+  void DropIf(Pred pred, StreamRelease* release);
+  void Account(const HintedAccess& a, int sign);
+  static uint64_t BlocksOf(const HintSegment& s, uint32_t block_size);
+
+  const uint64_t id_;
+  const uint32_t owner_;
+  const uint32_t block_size_;
+  const int64_t created_ns_;
+  int64_t last_activity_ns_;
+
+  std::deque<HintedAccess> accesses_;
+  std::deque<HintSegment> pending_;  // not yet expanded; the front may be partly expanded
+  size_t cursor_ = 0;
+  uint64_t outstanding_bytes_ = 0;
+  uint64_t expanded_segment_ends_ = 0;
+  uint32_t mismatches_ = 0;
+  // The block the last matching read consumed from: re-reading it is neutral.
+  bool has_last_ = false;
+  uint64_t last_ino_ = 0;
+  uint64_t last_block_ = 0;
+};
+
+}  // namespace tipfs::cache

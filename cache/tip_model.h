@@ -1,0 +1,147 @@
+// TIP model: the cost-benefit formulas of informed prefetching and caching and the online
+// estimators that feed them. Pure values and arithmetic; no locks (FileCache holds its mutex
+// around every use). Times are nanoseconds, as doubles where they enter formulas.
+//
+// Source: R. H. Patterson, G. A. Gibson, E. Ginting, D. Stodolsky, J. Zelenka, "Informed
+// Prefetching and Caching", SOSP 1995, section 4 (the cost-benefit model); several processes:
+// A. Tomkins, R. H. Patterson, G. Gibson, "Informed Multi-Process Prefetching and Caching",
+// SIGMETRICS 1997 (TIP2). The symbols follow the paper:
+//   T_hit    CPU time to serve one block access from the cache
+//   T_driver CPU time to issue one disk read
+//   T_disk   disk access time of one block read
+//   T_cpu    application compute time between block accesses
+//   T_miss   = T_hit + T_driver + T_disk, the cost of a demand miss
+// Units of a decision: every benefit and cost is "time per access" in the paper; with several
+// consumers (TIP2) it is multiplied by the access rate of the consumer it concerns, giving
+// "nanoseconds saved (or lost) per second", which is comparable across streams and the LRU queue.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+
+namespace tipfs::cache {
+
+// Floors that keep the horizon finite when a clock measures nothing (a FakeClock reads the same
+// time before and after a hit) — a real T_hit + T_driver is never below a microsecond.
+constexpr double kMinAppNanos = 1000.0;
+
+// Prefetch horizon P = T_disk / (T_cpu + T_hit + T_driver) (Patterson 1995, §4.1): prefetching
+// deeper than P accesses ahead cannot reduce stall further, because a prefetch issued P accesses
+// ahead completes before it is needed.
+double PrefetchHorizon(double t_disk, double t_app);
+
+// Benefit of a buffer used to prefetch the hinted block needed x accesses ahead, per access
+// (Patterson 1995, §4.1: the stall per access when prefetching x deep is T_disk/x - T_app, so
+// deepening from x-1 to x saves T_disk/(x-1) - T_disk/x = T_disk / (x(x-1)) for 1 < x <= P, and
+// nothing beyond P). The very next access (x = 1) would stall for the whole disk time, so
+// prefetching it is worth T_disk. x = 0 (not a future access) is worth 0.
+double PrefetchBenefit(double t_disk, double t_app, uint64_t x);
+
+// Cost of ejecting a hinted block needed y accesses ahead, per access (Patterson 1995, §4.3):
+// re-fetching it later costs T_driver plus, when y <= P, the stall T_disk - y*T_app that a
+// prefetch issued now would still leave; the buffer is freed for the y - P accesses until the
+// block must be prefetched again, so the cost is spread over them (at least one).
+double EjectCost(double t_disk, double t_app, double t_driver, uint64_t y);
+
+// Cost of shrinking the LRU queue by one buffer, per access (Patterson 1995, §4.2):
+// (H(n) - H(n-1)) * (T_miss - T_hit), with the marginal hit ratio H(n) - H(n-1) given.
+double LruShrinkCost(double marginal_hit_ratio, double t_miss_minus_hit);
+
+// Exponentially weighted moving average; the first sample is taken as is.
+class Ewma {
+ public:
+  explicit Ewma(double alpha = 0.125, double initial = 0) : alpha_(alpha), value_(initial) {}
+  void Add(double sample) {
+    value_ = has_sample_ ? value_ + alpha_ * (sample - value_) : sample;
+    has_sample_ = true;
+  }
+  double value() const { return value_; }
+  bool has_sample() const { return has_sample_; }
+
+ private:
+  double alpha_;
+  double value_;
+  bool has_sample_ = false;
+};
+
+// Events per second with exponential time decay: each event adds one; the sum decays with a
+// half-life. In steady state the sum is rate * half_life / ln 2, so Rate() returns
+// sum * ln 2 / half_life.
+class DecayingRate {
+ public:
+  explicit DecayingRate(int64_t half_life_ns = 1'000'000'000) : half_life_ns_(half_life_ns) {}
+  void Add(int64_t now_ns, double events = 1.0);
+  double Rate(int64_t now_ns) const;  // events per second
+  double Sum(int64_t now_ns) const;    // the decayed sum
+
+ private:
+  double Decayed(int64_t now_ns) const;
+  int64_t half_life_ns_;
+  double sum_ = 0;
+  int64_t last_ns_ = 0;
+};
+
+// T_disk of one disk from its recent service times. A request's service time is measured as a
+// FIFO server would see it: completion minus the later of its submission and the previous
+// completion on the same disk, so time spent queued behind other requests is not counted.
+class DiskServiceEstimator {
+ public:
+  explicit DiskServiceEstimator(double initial_nanos) : ewma_(0.125, initial_nanos) {}
+  void RecordCompletion(int64_t submit_ns, int64_t complete_ns);
+  double nanos() const { return ewma_.value(); }
+  uint64_t samples() const { return samples_; }
+
+ private:
+  Ewma ewma_;
+  int64_t last_completion_ns_ = 0;
+  uint64_t samples_ = 0;
+};
+
+// H(n) - H(n-1), the LRU queue's marginal hit ratio, estimated from hits near its end:
+// hits on the last k buffers of the queue (positions n-k+1..n) and on ghost entries, the keys of
+// the last k buffers evicted from it (positions n+1..n+k). Their rates per buffer, averaged,
+// estimate the hits per second that one buffer at position n earns; divided by the rate of LRU
+// accesses it is the marginal hit ratio. The rate form is what TIP2 compares across consumers.
+class LruMarginalEstimator {
+ public:
+  explicit LruMarginalEstimator(int64_t half_life_ns = 1'000'000'000)
+      : tail_hits_(half_life_ns), ghost_hits_(half_life_ns), accesses_(half_life_ns) {}
+
+  void RecordAccess(int64_t now_ns) { accesses_.Add(now_ns); }
+  void RecordTailHit(int64_t now_ns) { tail_hits_.Add(now_ns); }
+  void RecordGhostHit(int64_t now_ns) { ghost_hits_.Add(now_ns); }
+
+  // Hits per second one more (or one fewer) buffer at the end of the queue is worth, with
+  // `tail_buffers` the buffers in the tail window (min(k, queue length)) and `ghost_slots` = k.
+  double MarginalHitsPerSecond(int64_t now_ns, uint64_t tail_buffers, uint64_t ghost_slots) const;
+  // H(n) - H(n-1): the above divided by LRU accesses per second (0 without accesses).
+  double MarginalHitRatio(int64_t now_ns, uint64_t tail_buffers, uint64_t ghost_slots) const;
+
+ private:
+  DecayingRate tail_hits_;
+  DecayingRate ghost_hits_;
+  DecayingRate accesses_;
+};
+
+// Accuracy of one hint source: hinted block accesses consumed by a matching read, over those
+// consumed plus those dropped unread (cancelled, skipped, retired). Starts from a prior of
+// `prior_weight` accurate accesses so one early miss does not zero a source; counts are halved
+// every `window` outcomes so the measure follows recent behaviour.
+class AccuracyEstimator {
+ public:
+  explicit AccuracyEstimator(double prior_weight = 8, double window = 4096)
+      : prior_(prior_weight), window_(window) {}
+  void RecordUsed(double n = 1) { Add(n, 0); }
+  void RecordUnused(double n = 1) { Add(0, n); }
+  double accuracy() const { return (used_ + prior_) / (used_ + unused_ + prior_); }
+
+ private:
+  void Add(double used, double unused);
+  double prior_;
+  double window_;
+  double used_ = 0;
+  double unused_ = 0;
+};
+
+}  // namespace tipfs::cache

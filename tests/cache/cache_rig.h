@@ -1,0 +1,161 @@
+// Test rig for cache/: a FileCache over a volume of in-memory disks on a FakeClock, optionally
+// with each disk wrapped in a HeldDisk (completions held until the test lets them go, so a fetch
+// can be caught in flight) or a FaultyDisk (injected errors).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cache/file_cache.h"
+#include "stripe/faulty_disk.h"
+#include "stripe/striped_io.h"
+#include "stripe/volume.h"
+#include "tests/support/mem_disk.h"
+#include "util/clock.h"
+
+namespace tipfs::cache::testing {
+
+// A Disk wrapper that performs each read at once on the inner disk (so the bytes are those of
+// the moment of submission) but holds its completion until Release: a fetch in flight on demand.
+// Writes and everything else pass straight through.
+class HeldDisk : public stripe::Disk {
+ public:
+  explicit HeldDisk(std::unique_ptr<stripe::Disk> inner) : inner_(std::move(inner)) {}
+
+  void Submit(stripe::DiskRequest request) override {
+    if (request.kind != stripe::DiskRequest::Kind::kRead) return inner_->Submit(std::move(request));
+    auto done = std::move(request.done);
+    request.done = [this, done = std::move(done)](Result<uint64_t> r) mutable {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!holding_) {
+        lock.unlock();
+        done(std::move(r));
+        return;
+      }
+      held_.push_back([done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+    };
+    inner_->Submit(std::move(request));
+  }
+  // Starts or stops holding completions (stopping does not release the held ones).
+  void Hold(bool on) {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = on;
+  }
+  size_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
+  // Delivers every held completion, in order.
+  void Release() {
+    std::deque<std::function<void()>> run;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      run.swap(held_);
+    }
+    for (auto& fn : run) fn();
+  }
+
+  Status Truncate(stripe::ObjectId o, uint64_t size) override { return inner_->Truncate(o, size); }
+  Status Remove(stripe::ObjectId o) override { return inner_->Remove(o); }
+  Result<stripe::ObjectInfo> Stat(stripe::ObjectId o) override { return inner_->Stat(o); }
+  Status ListObjects(std::vector<stripe::ObjectId>* out) override {
+    return inner_->ListObjects(out);
+  }
+  Result<stripe::DiskUsage> Usage() override { return inner_->Usage(); }
+  Status SyncAll() override { return inner_->SyncAll(); }
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  std::unique_ptr<stripe::Disk> inner_;
+  mutable std::mutex mu_;
+  bool holding_ = false;
+  std::deque<std::function<void()>> held_;
+};
+
+enum class Wrap { kNone, kHeld, kFaulty };
+
+struct CacheRig {
+  CacheRig(uint32_t disk_count, uint32_t stripe_unit, CacheOptions options,
+           Wrap wrap = Wrap::kNone) {
+    std::vector<std::unique_ptr<stripe::Disk>> disks;
+    for (uint32_t i = 0; i < disk_count; ++i) {
+      auto mem = std::make_unique<tipfs::testing::MemDisk>("disk " + std::to_string(i));
+      mems.push_back(mem.get());
+      std::unique_ptr<stripe::Disk> disk = std::move(mem);
+      if (wrap == Wrap::kHeld) {
+        auto held_disk = std::make_unique<HeldDisk>(std::move(disk));
+        held.push_back(held_disk.get());
+        disk = std::move(held_disk);
+      } else if (wrap == Wrap::kFaulty) {
+        auto faulty_disk = std::make_unique<stripe::FaultyDisk>(std::move(disk));
+        faulty.push_back(faulty_disk.get());
+        disk = std::move(faulty_disk);
+      }
+      disks.push_back(std::move(disk));
+    }
+    stripe::Label label;
+    label.count = disk_count;
+    label.stripe_unit = stripe_unit;
+    volume = std::make_unique<stripe::Volume>(label, std::move(disks));
+    io = std::make_unique<stripe::StripedIo>(volume.get());
+    cache = std::make_unique<FileCache>(io.get(), &clock, options);
+  }
+  ~CacheRig() {
+    for (HeldDisk* h : held) {
+      h->Hold(false);
+      h->Release();
+    }
+    cache.reset();
+  }
+
+  // Requests the disks have seen (reads and writes).
+  uint64_t DiskRequests() const {
+    uint64_t n = 0;
+    for (auto* m : mems) n += m->requests();
+    return n;
+  }
+  void HoldAll(bool on) {
+    for (HeldDisk* h : held) h->Hold(on);
+  }
+  size_t HeldCount() const {
+    size_t n = 0;
+    for (HeldDisk* h : held) n += h->held();
+    return n;
+  }
+  void ReleaseAll() {
+    for (HeldDisk* h : held) h->Release();
+  }
+
+  std::string Read(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                   uint64_t file_size, int* error = nullptr) {
+    std::string out(length, '\x5a');
+    Result<size_t> n = cache->Read(ctx, ino, offset, length, file_size, out.data());
+    if (error != nullptr) *error = n.error();
+    if (!n.ok()) return std::string();
+    out.resize(*n);
+    return out;
+  }
+
+  FakeClock clock;
+  std::vector<tipfs::testing::MemDisk*> mems;
+  std::vector<HeldDisk*> held;
+  std::vector<stripe::FaultyDisk*> faulty;
+  std::unique_ptr<stripe::Volume> volume;
+  std::unique_ptr<stripe::StripedIo> io;
+  std::unique_ptr<FileCache> cache;
+};
+
+inline std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+}  // namespace tipfs::cache::testing
