@@ -57,13 +57,18 @@ double FileCache::AppNanos(const HintStream* s) const {
 }
 
 double FileCache::AccessRate(const HintStream* s, int64_t now) const {
-  const double t_app = AppNanos(s);
+  double interval = AppNanos(s);
   int64_t last = s->last_activity_ns();
   auto it = readers_.find(s->owner());
+  const bool measured = it != readers_.end() && it->second->cpu_per_access.has_sample();
   if (it != readers_.end()) last = std::max(last, it->second->last_start_ns);
+  // A hinter that has not read yet is valued as a reader that stalls on every block would run
+  // (one access per T_disk + T_app): enough to fill free buffers for it, not enough to evict
+  // what proven readers hit until its own reads show its pace.
+  if (!measured) interval += MeanDiskNanos();
   const double idle = static_cast<double>(std::max<int64_t>(0, now - last));
-  const double grace = std::max(static_cast<double>(kIdleGraceNanos), 4 * t_app);
-  return 1e9 / (idle > grace ? idle : t_app);
+  const double grace = std::max(static_cast<double>(kIdleGraceNanos), 4 * interval);
+  return 1e9 / (idle > grace ? idle : interval);
 }
 
 double FileCache::Benefit(HintStream* s, size_t index, int64_t now) const {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -80,9 +81,13 @@ class HeldDisk : public stripe::Disk {
 
 enum class Wrap { kNone, kHeld, kFaulty };
 
+// Wraps each in-memory disk (e.g. in an EmulatedDisk on the rig's clock).
+using WrapDisk = std::function<std::unique_ptr<stripe::Disk>(std::unique_ptr<stripe::Disk>,
+                                                             Clock* clock)>;
+
 struct CacheRig {
   CacheRig(uint32_t disk_count, uint32_t stripe_unit, CacheOptions options,
-           Wrap wrap = Wrap::kNone) {
+           Wrap wrap = Wrap::kNone, WrapDisk wrap_disk = nullptr) {
     std::vector<std::unique_ptr<stripe::Disk>> disks;
     for (uint32_t i = 0; i < disk_count; ++i) {
       auto mem = std::make_unique<tipfs::testing::MemDisk>("disk " + std::to_string(i));
@@ -97,6 +102,7 @@ struct CacheRig {
         faulty.push_back(faulty_disk.get());
         disk = std::move(faulty_disk);
       }
+      if (wrap_disk) disk = wrap_disk(std::move(disk), &clock);
       disks.push_back(std::move(disk));
     }
     stripe::Label label;
@@ -111,7 +117,28 @@ struct CacheRig {
       h->Hold(false);
       h->Release();
     }
+    while (clock.AdvanceToNext()) {
+    }
     cache.reset();
+  }
+
+  // Starts a read and advances the clock until it completes (the reader's stall).
+  std::string ReadWaiting(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                          uint64_t file_size, int* error = nullptr) {
+    std::string out(length, '\x5a');
+    bool done = false;
+    Result<size_t> result = size_t{0};
+    cache->ReadAsync(ctx, ino, offset, length, file_size, out.data(), [&](Result<size_t> r) {
+      result = std::move(r);
+      done = true;
+    });
+    while (!done && clock.AdvanceToNext()) {
+    }
+    EXPECT_TRUE(done) << "read of " << ino << " at " << offset << " never completed";
+    if (error != nullptr) *error = result.error();
+    if (!done || !result.ok()) return std::string();
+    out.resize(*result);
+    return out;
   }
 
   // Requests the disks have seen (reads and writes).

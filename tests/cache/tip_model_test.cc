@@ -1,0 +1,115 @@
+// The TIP formulas and estimators against hand-computed values.
+#include "cache/tip_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace tipfs::cache {
+namespace {
+
+constexpr double kMs = 1e6;
+constexpr double kUs = 1e3;
+
+TEST(TipModelTest, HorizonIsDiskTimeOverApplicationTime) {
+  // 15 ms disk, 100 µs per access (T_cpu + T_hit + T_driver): 150 accesses.
+  EXPECT_DOUBLE_EQ(PrefetchHorizon(15 * kMs, 100 * kUs), 150.0);
+  // The application time never counts as less than kMinAppNanos (1 µs).
+  EXPECT_DOUBLE_EQ(PrefetchHorizon(15 * kMs, 0), 15'000.0);
+}
+
+TEST(TipModelTest, PrefetchBenefitFollowsTheStallCurve) {
+  const double t_disk = 15 * kMs, t_app = 100 * kUs;  // P = 150
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 0), 0.0);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 1), 15 * kMs);  // the whole stall
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 2), 7.5 * kMs);  // 15 ms / (2 * 1)
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 10), 15 * kMs / 90);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 150), 15 * kMs / (150.0 * 149.0));
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 151), 0.0);  // beyond the horizon
+  // A slow consumer (P < 2) gains only from the next block.
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, 10 * kMs, 2), 0.0);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, 10 * kMs, 1), 15 * kMs);
+}
+
+TEST(TipModelTest, EjectCostSpreadsTheRefetchBeyondTheHorizon) {
+  const double t_disk = 15 * kMs, t_app = 100 * kUs, t_driver = 20 * kUs;  // P = 150
+  // Needed 200 accesses ahead: T_driver over the 50 accesses the buffer is free for.
+  EXPECT_DOUBLE_EQ(EjectCost(t_disk, t_app, t_driver, 200), 20 * kUs / 50);
+  // Needed 100 ahead (inside the horizon): a prefetch now still stalls 15 - 10 = 5 ms.
+  EXPECT_DOUBLE_EQ(EjectCost(t_disk, t_app, t_driver, 100), 20 * kUs + 5 * kMs);
+  // Exactly at the horizon: no stall, spread over one access.
+  EXPECT_DOUBLE_EQ(EjectCost(t_disk, t_app, t_driver, 150), 20 * kUs);
+  // Cost falls with distance: the furthest hinted block is the cheapest to give up.
+  EXPECT_GT(EjectCost(t_disk, t_app, t_driver, 160), EjectCost(t_disk, t_app, t_driver, 400));
+}
+
+TEST(TipModelTest, LruShrinkCostIsMarginalHitsTimesMissPenalty) {
+  EXPECT_DOUBLE_EQ(LruShrinkCost(0.01, 15 * kMs), 150 * kUs);
+  EXPECT_DOUBLE_EQ(LruShrinkCost(0, 15 * kMs), 0.0);
+}
+
+TEST(TipModelTest, EwmaStartsAtFirstSample) {
+  Ewma e(0.125, 42);
+  EXPECT_DOUBLE_EQ(e.value(), 42.0);
+  e.Add(10);
+  EXPECT_DOUBLE_EQ(e.value(), 10.0);
+  e.Add(18);
+  EXPECT_DOUBLE_EQ(e.value(), 11.0);  // 10 + (18 - 10) / 8
+}
+
+TEST(TipModelTest, DecayingRateHalvesEachHalfLife) {
+  DecayingRate r(1'000'000'000);
+  r.Add(0, 4);
+  EXPECT_DOUBLE_EQ(r.Sum(0), 4.0);
+  EXPECT_DOUBLE_EQ(r.Sum(1'000'000'000), 2.0);
+  EXPECT_DOUBLE_EQ(r.Sum(2'000'000'000), 1.0);
+  EXPECT_DOUBLE_EQ(r.Rate(1'000'000'000), 2.0 * std::log(2.0));
+  // Steady events every 10 ms approach 100 per second.
+  DecayingRate steady(1'000'000'000);
+  for (int64_t t = 0; t <= 20'000'000'000; t += 10'000'000) steady.Add(t);
+  EXPECT_NEAR(steady.Rate(20'000'000'000), 100.0, 2.0);
+}
+
+TEST(TipModelTest, DiskServiceTimeExcludesQueueing) {
+  DiskServiceEstimator d(5 * kMs);
+  EXPECT_DOUBLE_EQ(d.nanos(), 5 * kMs);  // the assumption until measured
+  // Three requests submitted together, served one after another, 10 ms each.
+  d.RecordCompletion(0, 10'000'000);
+  d.RecordCompletion(0, 20'000'000);
+  d.RecordCompletion(0, 30'000'000);
+  EXPECT_DOUBLE_EQ(d.nanos(), 10 * kMs);
+  // A lone request later, 5 ms: the average moves an eighth of the way.
+  d.RecordCompletion(100'000'000, 105'000'000);
+  EXPECT_DOUBLE_EQ(d.nanos(), 10 * kMs + (5 * kMs - 10 * kMs) / 8);
+  EXPECT_EQ(d.samples(), 4u);
+}
+
+TEST(TipModelTest, LruMarginalHitsAverageTailAndGhosts) {
+  LruMarginalEstimator e(1'000'000'000);
+  for (int i = 0; i < 4; ++i) e.RecordTailHit(0);
+  for (int i = 0; i < 2; ++i) e.RecordGhostHit(0);
+  for (int i = 0; i < 100; ++i) e.RecordAccess(0);
+  const double ln2 = std::log(2.0);
+  // Tail: 4 ln2 hits/s over 4 buffers; ghosts: 2 ln2 over 4 slots; the mean: 0.75 ln2.
+  EXPECT_DOUBLE_EQ(e.MarginalHitsPerSecond(0, 4, 4), 0.75 * ln2);
+  EXPECT_DOUBLE_EQ(e.MarginalHitRatio(0, 4, 4), 0.75 * ln2 / (100 * ln2));
+  // A queue shorter than k: the tail hits are spread over the buffers it has.
+  EXPECT_DOUBLE_EQ(e.MarginalHitsPerSecond(0, 2, 4), (2 * ln2 + 0.5 * ln2) / 2);
+  LruMarginalEstimator idle;
+  EXPECT_DOUBLE_EQ(idle.MarginalHitRatio(0, 4, 4), 0.0);
+}
+
+TEST(TipModelTest, AccuracyStartsFromAPriorAndFollowsOutcomes) {
+  AccuracyEstimator a(8, 4096);
+  EXPECT_DOUBLE_EQ(a.accuracy(), 1.0);
+  a.RecordUnused(8);
+  EXPECT_DOUBLE_EQ(a.accuracy(), 0.5);  // (0 + 8) / (0 + 8 + 8)
+  a.RecordUsed(16);
+  EXPECT_DOUBLE_EQ(a.accuracy(), 0.75);  // (16 + 8) / (24 + 8)
+  // Only recent outcomes matter: a long run of misses drives it toward 0.
+  for (int i = 0; i < 100'000; ++i) a.RecordUnused();
+  EXPECT_LT(a.accuracy(), 0.01);
+}
+
+}  // namespace
+}  // namespace tipfs::cache
