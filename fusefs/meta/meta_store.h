@@ -82,22 +82,37 @@ struct Counts {
   uint64_t inodes = 0;  // live inodes, orphans included
 };
 
+// RocksDB tuning for a store of small records. Read at Create/Open; fixed while the store is open.
+struct MetaStoreOptions {
+  // Uncompressed-block cache shared by all reads; holds the hot inodes and directories.
+  size_t block_cache_bytes = 32 << 20;
+  // Memtable size; a flush writes one L0 file of about this size.
+  size_t write_buffer_bytes = 16 << 20;
+  // Table files kept open (each holds its index and bloom filter in memory).
+  int max_open_files = 512;
+  // Flush + compaction threads; metadata is small, and the daemon's CPU belongs to the I/O path.
+  int background_jobs = 2;
+};
+
 class MetaStore {
  public:
   // Creates a new store for a volume at `path` with an empty root directory owned by uid/gid.
   // Fails (EEXIST) if a store is already there.
   static Result<std::unique_ptr<MetaStore>> Create(const std::string& path,
                                                    const std::string& volume_uuid, uint32_t uid,
-                                                   uint32_t gid);
+                                                   uint32_t gid,
+                                                   const MetaStoreOptions& options = {});
   // Opens an existing store. A store locked by a running mount fails with EBUSY and the message
   // "metadata store <path> is locked by a running mount"; a store of another volume (UUID
   // mismatch) with EINVAL; a damaged one with EUCLEAN naming what is damaged.
   static Result<std::unique_ptr<MetaStore>> Open(const std::string& path,
-                                                 const std::string& volume_uuid);
+                                                 const std::string& volume_uuid,
+                                                 const MetaStoreOptions& options = {});
   ~MetaStore();
 
   Result<Inode> Get(Ino ino);
   // ENOENT when absent; ENOTDIR when parent is not a directory; ENAMETOOLONG over 255 bytes.
+  // "." and ".." resolve to the directory and its parent.
   Result<Inode> Lookup(Ino parent, std::string_view name);
 
   // Files, directories, symlinks, fifos, sockets, devices. EEXIST when the name is taken.
@@ -106,7 +121,8 @@ class MetaStore {
   Result<Inode> Link(Ino ino, Ino new_parent, std::string_view new_name, Time now);
   // Removes a non-directory entry (EISDIR for a directory); returns the inode after nlink - 1.
   Result<Inode> Unlink(Ino parent, std::string_view name, Time now);
-  // Removes an empty directory: ENOTEMPTY, ENOTDIR as rmdir(2). Returns the removed inode.
+  // Removes an empty directory: ENOTEMPTY, ENOTDIR as rmdir(2). Returns the removed inode, which
+  // (like any inode at nlink 0) is now an orphan: call DeleteInode when it is no longer open.
   Result<Inode> Rmdir(Ino parent, std::string_view name, Time now);
   // rename(2) / renameat2(2) with flags 0, RENAME_NOREPLACE or RENAME_EXCHANGE, and the errnos a
   // local file system gives (EINVAL for a directory moved into its own subtree, ENOTEMPTY,
@@ -132,6 +148,7 @@ class MetaStore {
   // Inodes whose link count reached 0 and whose data is not yet reclaimed.
   Result<std::vector<Ino>> ListOrphans();
   // Deletes an orphan's inode record, symlink target, xattrs and orphan mark, in one batch.
+  // EBUSY (nothing deleted) if the inode still has links; ENOENT if it does not exist.
   Status DeleteInode(Ino ino);
 
   Result<Counts> GetCounts();

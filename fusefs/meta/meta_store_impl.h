@@ -1,0 +1,134 @@
+// Internals of MetaStore shared by its implementation files (not part of the contract).
+//
+// Locking: `mu` serializes every mutation from its first read to its WriteBatch, so the checks a
+// mutation makes (entry absent, directory empty, not an ancestor) still hold when it commits.
+// Readers take no lock: each RocksDB Get sees a committed state, and a WriteBatch is applied
+// atomically, so a reader sees every mutation entirely or not at all. `mu` is the only lock of
+// the store and is never held while calling out of the store.
+#pragma once
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fusefs/meta/meta_encoding.h"
+#include "fusefs/meta/meta_store.h"
+
+namespace tipfs::meta {
+
+// The store's state and read helpers. MetaStore::Impl is this; it is a separate name so that
+// Mutation (not a member of MetaStore) may use it.
+struct StoreCore {
+  // Constant after Open/Create.
+  std::string path;
+  std::shared_ptr<rocksdb::Cache> block_cache;
+  std::unique_ptr<rocksdb::DB> db;
+  rocksdb::WriteOptions write_options;  // WAL on, no sync per write (Sync() syncs it)
+
+  // Serializes mutations (see the file comment).
+  std::mutex mu;
+  // The superblock as last committed. GUARDED_BY(mu).
+  encoding::Superblock superblock;
+  // Mirrors superblock.inode_count for lock-free GetCounts; written under mu.
+  std::atomic<uint64_t> inode_count{0};
+
+  ~StoreCore();
+
+  // "metadata store <path>: <what>: <rocksdb message>" with an errno for the RocksDB status.
+  Status FromRocks(const rocksdb::Status& s, std::string_view what) const;
+
+  // The raw value at `key`, std::nullopt when absent. `snapshot` may be null (latest state).
+  Result<std::optional<std::string>> GetRaw(const std::string& key,
+                                            const rocksdb::Snapshot* snapshot = nullptr);
+  // ENOENT when the inode does not exist.
+  Result<Inode> ReadInode(Ino ino, const rocksdb::Snapshot* snapshot = nullptr);
+  // A directory's inode: ENOENT when absent, ENOTDIR when it is not a directory.
+  Result<Inode> ReadDirectory(Ino ino, const rocksdb::Snapshot* snapshot = nullptr);
+  // The entry `name` of `parent`, std::nullopt when absent (the parent is not checked).
+  Result<std::optional<DirEntry>> ReadEntry(Ino parent, std::string_view name,
+                                            const rocksdb::Snapshot* snapshot = nullptr);
+  // Calls `visit` for each key starting with `prefix`, in key order, on one consistent view of
+  // the store; stops at the first error, or when the visitor clears its `keep_going` flag.
+  using PrefixVisitor =
+      std::function<Status(std::string_view key, std::string_view value, bool* keep_going)>;
+  Status ScanPrefix(const std::string& prefix, const PrefixVisitor& visit);
+  // True when `key` is present.
+  Result<bool> HasKey(const std::string& key);
+  // True when some key starts with `prefix` (a directory has entries, an inode has xattrs).
+  Result<bool> HasKeyWithPrefix(const std::string& prefix);
+};
+
+struct MetaStore::Impl : StoreCore {};
+
+// One mutation, built under StoreCore::mu. Inodes are loaded once and changed in place; Commit()
+// writes the changed ones, the extra puts and deletes and (when it changed) the superblock in one
+// WriteBatch. REQUIRES: impl->mu held for the whole life of the Mutation.
+class Mutation {
+ public:
+  explicit Mutation(StoreCore* impl) : impl_(impl), superblock_(impl->superblock) {}
+
+  // The inode, loaded from the store on first use; ENOENT when absent. The pointer stays valid
+  // for the life of the Mutation.
+  Result<Inode*> Load(Ino ino);
+  // A directory's inode: ENOENT / ENOTDIR as StoreCore::ReadDirectory.
+  Result<Inode*> LoadDirectory(Ino ino);
+  // The inode a directory entry names. Absent, or of another type than the entry says, is
+  // Corruption (inode numbers are never reused, so no race explains it).
+  Result<Inode*> LoadChild(Ino parent, const DirEntry& entry);
+  // The directory `parent` and the inode its entry `name` names (loaded as LoadDirectory and
+  // LoadChild); ENOENT when there is no such entry.
+  struct NamedChild {
+    Inode* dir;
+    Inode* child;
+  };
+  Result<NamedChild> LoadNamedChild(Ino parent, std::string_view name);
+  // A new inode with the next inode number (the counter advances in the same batch).
+  Inode* Allocate();
+
+  void PutEntry(Ino parent, std::string_view name, const Inode& child);
+  void DeleteEntry(Ino parent, std::string_view name);
+  void Put(const std::string& key, const std::string& value) { (void)batch_.Put(key, value); }
+  void Delete(const std::string& key) { (void)batch_.Delete(key); }
+  // Drops one link; at 0 the inode becomes an orphan. Directories lose all links at once.
+  void DropLink(Inode* inode, Time now);
+  // Forgets a loaded inode and deletes its record (DeleteInode); pointers to it become invalid.
+  void DeleteInodeRecord(Ino ino);
+
+  // True when `ancestor` is `dir` or one of its ancestors (walks parent pointers to the root).
+  Result<bool> IsAncestorOrSelf(Ino ancestor, Ino dir);
+
+  Status Commit();
+
+ private:
+  struct Loaded {
+    Inode inode;
+    std::string original;  // encoding as read; empty for a new inode
+  };
+
+  StoreCore* impl_;
+  encoding::Superblock superblock_;
+  std::map<Ino, Loaded> inodes_;  // node-based: pointers into it stay valid
+  rocksdb::WriteBatch batch_;
+};
+
+// ENOENT for a name that is not in a directory.
+inline Status NoEntry(Ino parent, std::string_view name) {
+  return Status::NotFound("no entry \"" + std::string(name) + "\" in directory " +
+                          std::to_string(parent));
+}
+
+// Sets the times a change of directory content sets (mtime and ctime).
+inline void TouchDirectory(Inode* dir, Time now) {
+  dir->mtime = now;
+  dir->ctime = now;
+}
+
+}  // namespace tipfs::meta
