@@ -1,0 +1,150 @@
+#include "fusefs/daemon.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "cache/file_cache.h"
+#include "fusefs/control_files.h"
+#include "fusefs/disk_array.h"
+#include "fusefs/fuse_bridge.h"
+#include "fusefs/hint_ioctls.h"
+#include "fusefs/stats_report.h"
+#include "stripe/striped_io.h"
+#include "stripe/volume.h"
+#include "util/clock.h"
+#include "util/mount_table.h"
+
+namespace tipfs::fusefs {
+namespace {
+
+// The fuse_session and its mount, torn down in the right order on every path.
+class Session {
+ public:
+  ~Session() {
+    if (session_ == nullptr) return;
+    if (mounted_) fuse_session_unmount(session_);
+    if (signals_) fuse_remove_signal_handlers(session_);
+    fuse_session_destroy(session_);
+  }
+
+  Status Start(FuseBridge* bridge, const MountOptions& options, const std::string& fsname) {
+    std::string mount_opts = "fsname=" + fsname + ",subtype=tipfs,default_permissions";
+    if (options.allow_other) mount_opts += ",allow_other";
+    std::vector<std::string> argv_strings = {"tipfs", "-o", mount_opts};
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+    session_ = fuse_session_new(&args, FuseBridge::Operations(), sizeof(fuse_lowlevel_ops), bridge);
+    if (session_ == nullptr) return Status::InvalidArgument("cannot create a FUSE session");
+    if (fuse_set_signal_handlers(session_) != 0) {
+      return Status::IOError("cannot install signal handlers");
+    }
+    signals_ = true;
+    if (fuse_session_mount(session_, options.mountpoint.c_str()) != 0) {
+      return Status::IOError("mount " + options.mountpoint +
+                             ": the kernel refused the FUSE mount (is /dev/fuse usable? "
+                             "allow_other needs user_allow_other in /etc/fuse.conf)");
+    }
+    mounted_ = true;
+    return Status::OK();
+  }
+
+  int Loop(uint32_t threads) {
+    fuse_loop_config* config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_max_threads(config, threads);
+    fuse_loop_cfg_set_idle_threads(config, std::min<uint32_t>(threads, 8));
+    int rc = fuse_session_loop_mt(session_, config);
+    fuse_loop_cfg_destroy(config);
+    return rc;
+  }
+
+ private:
+  fuse_session* session_ = nullptr;
+  bool signals_ = false;
+  bool mounted_ = false;
+};
+
+}  // namespace
+
+std::string PidFilePath(const std::string& disk0) { return disk0 + "/tipfs.pid"; }
+
+Status CheckMountpoint(const std::string& mountpoint) {
+  struct stat st;
+  if (stat(mountpoint.c_str(), &st) != 0) {
+    return ErrnoStatus("mountpoint " + mountpoint);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::FromErrno(ENOTDIR, "mountpoint " + mountpoint + " is not a directory");
+  }
+  const std::string canonical = CanonicalPath(mountpoint);
+  bool mounted = false;
+  for (const MountEntry& entry : ReadMountTable()) mounted |= entry.mountpoint == canonical;
+  if (mounted) {
+    return Status::Busy("mountpoint " + mountpoint + " is busy: something is already mounted there");
+  }
+  return Status::OK();
+}
+
+Status ServeMount(const MountOptions& options, const std::function<void(const Status&)>& ready) {
+  bool announced = false;
+  // Tells the caller once whether the mount came up; returns the status for `return fail(st)`.
+  auto announce = [&](const Status& st) {
+    if (!announced) ready(st);
+    announced = true;
+    return st;
+  };
+  auto fail = announce;
+
+  Status st = CheckMountpoint(options.mountpoint);
+  if (!st.ok()) return fail(st);
+
+  Clock* clock = SystemClock::Default();
+  Statistics statistics;
+  Result<DiskArray> disks = OpenDiskArray(options, clock, &statistics);
+  if (!disks.ok()) return fail(disks.status());
+  stripe::Volume* volume = disks->volume.get();
+  const stripe::Label& label = volume->label();
+
+  Result<std::unique_ptr<meta::MetaStore>> meta =
+      meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid);
+  if (!meta.ok()) return fail(meta.status());
+
+  stripe::StripedIo io(volume);
+  cache::FileCache cache(&io, clock, options.cache);
+  FileSystem fs(volume, meta->get(), &cache);
+  st = fs.Recover();
+  if (!st.ok()) return fail(st.WithContext("reclaiming unlinked files"));
+
+  ControlFiles control;
+  HintIoctls hints(&fs, &cache, options.mountpoint);
+  StatsReport report(&fs, &cache, &disks.value(), &hints, &statistics, clock, options.mountpoint);
+  report.Register(&control);
+
+  FuseBridge bridge(&fs, &control, &hints, options);
+  Session session;
+  st = session.Start(&bridge, options, label.disk_paths[0]);
+  if (!st.ok()) return fail(st);
+
+  const std::string pid_file = PidFilePath(label.disk_paths[0]);
+  {
+    std::ofstream out(pid_file, std::ios::trunc);
+    out << getpid() << "\n";
+  }
+  (void)announce(Status::OK());  // the mount is usable
+
+  int rc = session.Loop(options.fuse_threads);
+  Status result = rc < 0 ? ErrnoStatus("FUSE session loop", -rc) : Status::OK();
+
+  // Everything acknowledged becomes durable before the daemon exits.
+  Status sync = fs.SyncAll();
+  for (stripe::Disk* disk : volume->disks()) sync = stripe::MergeDiskErrors(sync, disk->SyncAll());
+  unlink(pid_file.c_str());
+  return result.ok() ? sync : result;
+}
+
+}  // namespace tipfs::fusefs

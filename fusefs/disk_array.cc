@@ -1,0 +1,22 @@
+#include "fusefs/disk_array.h"
+
+namespace tipfs::fusefs {
+
+Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Statistics* statistics) {
+  DiskArray array;
+  stripe::OpenOptions open_options;
+  if (options.disk_model != "none") {
+    Result<std::shared_ptr<stripe::EmulatedArray>> emulation =
+        stripe::EmulatedArray::Create(options.disk_model, clock, statistics);
+    if (!emulation.ok()) return emulation.status().WithContext("--disk-model");
+    array.emulation = *emulation;
+    open_options.wrap_disk = array.emulation->WrapFunction();
+  }
+  Result<std::unique_ptr<stripe::Volume>> volume =
+      stripe::Volume::Open(options.disk, std::move(open_options));
+  if (!volume.ok()) return volume.status();
+  array.volume = std::move(*volume);
+  return array;
+}
+
+}  // namespace tipfs::fusefs

@@ -1,0 +1,24 @@
+// DiskArray: the opened volume together with the emulation wrapped around its disks (when
+// the mount asked for a disk model), so the stats and the run-time knob file can reach both.
+#pragma once
+
+#include <memory>
+
+#include "fusefs/mount_options.h"
+#include "stripe/emulation/emulated_array.h"
+#include "stripe/volume.h"
+#include "util/clock.h"
+#include "util/statistics.h"
+
+namespace tipfs::fusefs {
+
+struct DiskArray {
+  std::shared_ptr<stripe::EmulatedArray> emulation;  // null: real timing, disks not wrapped
+  std::unique_ptr<stripe::Volume> volume;
+};
+
+// Opens the volume of options.disk, wrapping every disk in the model of options.disk_model
+// unless it is "none". A bad spec fails before any disk is opened.
+Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Statistics* statistics);
+
+}  // namespace tipfs::fusefs

@@ -1,0 +1,234 @@
+#include "fusefs/filesystem.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <mutex>
+#include <shared_mutex>
+
+namespace tipfs::fusefs {
+
+using meta::Inode;
+using meta::Time;
+
+FileSystem::FileSystem(stripe::Volume* volume, meta::MetaStore* meta, cache::FileCache* cache)
+    : volume_(volume), meta_(meta), cache_(cache) {}
+
+Status FileSystem::Recover() {
+  Result<std::vector<Ino>> orphans = meta_->ListOrphans();
+  if (!orphans.ok()) return orphans.status();
+  for (Ino ino : *orphans) TIPFS_RETURN_IF_ERROR(Reclaim(ino));
+  return Status::OK();
+}
+
+Result<Inode> FileSystem::Lookup(Ino parent, std::string_view name) {
+  Result<Inode> inode = meta_->Lookup(parent, name);
+  if (inode.ok()) inodes_.AddLookups(inode->ino);
+  return inode;
+}
+
+void FileSystem::Forget(Ino ino, uint64_t count) { inodes_.Forget(ino, count); }
+
+Result<Inode> FileSystem::GetAttr(Ino ino) { return meta_->Get(ino); }
+
+Result<Inode> FileSystem::SetAttr(Ino ino, meta::AttrChange change) {
+  if (!change.size) return meta_->SetAttr(ino, change);
+  std::shared_ptr<InodeState> state = inodes_.State(ino);
+  std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+  Result<Inode> inode = meta_->Get(ino);
+  if (!inode.ok()) return inode;
+  if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "truncate of a directory");
+  if (!S_ISREG(inode->mode)) return Status::InvalidArgument("truncate of a special file");
+  Result<Inode> resized = Resize(*inode, *change.size, change.now);
+  if (!resized.ok()) return resized;
+  change.size.reset();
+  if (!change.mode && !change.uid && !change.gid && !change.atime && !change.mtime) return resized;
+  return meta_->SetAttr(ino, change);
+}
+
+Result<Inode> FileSystem::Resize(const Inode& inode, uint64_t new_size, Time now) {
+  // Objects change before the metadata: after a crash in between, a shrunk file may read zeros
+  // where truncated data was, but a file never exposes bytes it did not own. Growth first cuts
+  // the objects at the old size, so that bytes a crash left past the recorded size cannot
+  // reappear inside the new range.
+  uint64_t cut = std::min(inode.size, new_size);
+  TIPFS_RETURN_IF_ERROR(cache_->Truncate(inode.ino, inode.size, cut));
+  meta::AttrChange change;
+  change.size = new_size;
+  change.now = now;
+  return meta_->SetAttr(inode.ino, change);
+}
+
+Result<Inode> FileSystem::MakeNode(const Caller& caller, Ino parent, std::string_view name,
+                                   uint32_t mode, uint64_t rdev, std::string_view symlink_target) {
+  Result<Inode> dir = meta_->Get(parent);
+  if (!dir.ok()) return dir;
+  meta::NewNode node;
+  node.mode = mode;
+  node.uid = caller.uid;
+  node.gid = caller.gid;
+  node.rdev = rdev;
+  node.symlink_target = std::string(symlink_target);
+  node.now = Time::Now();
+  // BSD group semantics of a set-group-ID directory, as ext4 applies them.
+  if (dir->mode & S_ISGID) {
+    node.gid = dir->gid;
+    if (S_ISDIR(mode)) node.mode |= S_ISGID;
+  }
+  Result<Inode> inode = meta_->MakeNode(parent, name, node);
+  if (inode.ok()) inodes_.AddLookups(inode->ino);
+  return inode;
+}
+
+Result<Inode> FileSystem::Link(Ino ino, Ino new_parent, std::string_view new_name) {
+  Result<Inode> inode = meta_->Link(ino, new_parent, new_name, Time::Now());
+  if (inode.ok()) inodes_.AddLookups(inode->ino);
+  return inode;
+}
+
+Status FileSystem::Unlink(Ino parent, std::string_view name) {
+  Result<Inode> inode = meta_->Unlink(parent, name, Time::Now());
+  if (!inode.ok()) return inode.status();
+  return ReclaimIfUnused(*inode);
+}
+
+Status FileSystem::Rmdir(Ino parent, std::string_view name) {
+  Result<Inode> inode = meta_->Rmdir(parent, name, Time::Now());
+  if (!inode.ok()) return inode.status();
+  return ReclaimIfUnused(*inode);
+}
+
+Status FileSystem::Rename(Ino parent, std::string_view name, Ino new_parent,
+                          std::string_view new_name, unsigned flags) {
+  Result<std::optional<Inode>> replaced =
+      meta_->Rename(parent, name, new_parent, new_name, flags, Time::Now());
+  if (!replaced.ok()) return replaced.status();
+  if (replaced->has_value()) return ReclaimIfUnused(**replaced);
+  return Status::OK();
+}
+
+Result<std::string> FileSystem::ReadLink(Ino ino) { return meta_->ReadLink(ino); }
+
+Result<OpenedFile> FileSystem::Open(Ino ino, int flags) {
+  std::shared_ptr<InodeState> state = inodes_.State(ino);
+  {
+    // Counted open under the inode lock, so a concurrent reclaim either sees this handle or has
+    // already deleted the inode (and Get below fails).
+    std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+    inodes_.Open(ino);
+  }
+  Result<Inode> inode = meta_->Get(ino);
+  if (inode.ok() && (flags & O_TRUNC) && S_ISREG(inode->mode) && inode->size > 0) {
+    std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+    inode = Resize(*inode, 0, Time::Now());
+  }
+  if (!inode.ok()) {
+    inodes_.Close(ino);
+    return inode.status();
+  }
+  return OpenedFile{*inode, next_handle_++};
+}
+
+Result<OpenedFile> FileSystem::Create(const Caller& caller, Ino parent, std::string_view name,
+                                      uint32_t mode, int flags) {
+  Result<Inode> inode = MakeNode(caller, parent, name, S_IFREG | (mode & 07777), 0);
+  if (!inode.ok()) return inode.status();
+  Result<OpenedFile> opened = Open(inode->ino, flags & ~O_TRUNC);
+  if (!opened.ok()) inodes_.Forget(inode->ino, 1);
+  return opened;
+}
+
+Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint64_t offset,
+                                size_t length, char* out) {
+  std::shared_ptr<InodeState> state = inodes_.State(ino);
+  std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+  Result<Inode> inode = meta_->Get(ino);
+  if (!inode.ok()) return inode.status();
+  if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "read of a directory");
+  return cache_->Read(context, ino, offset, length, inode->size, out);
+}
+
+Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, size_t length) {
+  if (offset + length < offset || offset + length > uint64_t{INT64_MAX}) {
+    return Status::FromErrno(EFBIG, "write past the largest file size");
+  }
+  std::shared_ptr<InodeState> state = inodes_.State(ino);
+  std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+  TIPFS_RETURN_IF_ERROR(cache_->Write(ino, offset, data, length));
+  Result<Inode> inode = meta_->RecordWrite(ino, offset + length, Time::Now());
+  if (!inode.ok()) return inode.status();
+  return length;
+}
+
+Status FileSystem::Fsync(Ino ino, bool data_only) {
+  TIPFS_RETURN_IF_ERROR(cache_->Sync(ino));
+  // The size and times that make the data reachable are metadata; fdatasync needs them too
+  // whenever the size changed, so both forms sync the log.
+  (void)data_only;
+  return meta_->Sync();
+}
+
+Status FileSystem::Release(Ino ino) {
+  if (inodes_.Close(ino) > 0) return Status::OK();
+  Result<Inode> inode = meta_->Get(ino);
+  if (!inode.ok()) return inode.error() == ENOENT ? Status::OK() : inode.status();
+  return ReclaimIfUnused(*inode);
+}
+
+Status FileSystem::ReclaimIfUnused(const Inode& inode) {
+  if (inode.nlink > 0) return Status::OK();
+  return Reclaim(inode.ino);
+}
+
+Status FileSystem::Reclaim(Ino ino) {
+  std::shared_ptr<InodeState> state = inodes_.State(ino);
+  std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+  if (inodes_.OpenCount(ino) > 0) return Status::OK();  // the last Release reclaims it
+  TIPFS_RETURN_IF_ERROR(cache_->Remove(ino));
+  return meta_->DeleteInode(ino);
+}
+
+Result<std::vector<meta::DirEntry>> FileSystem::ListDir(Ino ino) { return meta_->ListDir(ino); }
+
+Result<std::string> FileSystem::GetXattr(Ino ino, std::string_view name) {
+  return meta_->GetXattr(ino, name);
+}
+
+Status FileSystem::SetXattr(Ino ino, std::string_view name, std::string_view value, int flags) {
+  return meta_->SetXattr(ino, name, value, flags, Time::Now());
+}
+
+Result<std::vector<std::string>> FileSystem::ListXattrs(Ino ino) { return meta_->ListXattrs(ino); }
+
+Status FileSystem::RemoveXattr(Ino ino, std::string_view name) {
+  return meta_->RemoveXattr(ino, name, Time::Now());
+}
+
+Result<struct statvfs> FileSystem::StatFs() {
+  struct statvfs st = {};
+  constexpr uint64_t kFragment = 4096;
+  st.f_bsize = volume_->layout().stripe_unit();
+  st.f_frsize = kFragment;
+  st.f_namemax = meta::kMaxNameLength;
+  uint64_t free_files = 0;
+  for (stripe::Disk* disk : volume_->disks()) {
+    Result<stripe::DiskUsage> usage = disk->Usage();
+    if (!usage.ok()) return usage.status();
+    st.f_blocks += usage->total_bytes / kFragment;
+    st.f_bfree += usage->free_bytes / kFragment;
+    free_files = free_files == 0 ? usage->free_files : std::min(free_files, usage->free_files);
+  }
+  st.f_bavail = st.f_bfree;
+  Result<meta::Counts> counts = meta_->GetCounts();
+  if (!counts.ok()) return counts.status();
+  // Every file has an object on each disk it touches, so the tightest disk bounds new files.
+  st.f_files = counts->inodes + free_files;
+  st.f_ffree = free_files;
+  st.f_favail = free_files;
+  return st;
+}
+
+Status FileSystem::SyncAll() { return meta_->Sync(); }
+
+}  // namespace tipfs::fusefs

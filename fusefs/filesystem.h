@@ -1,0 +1,109 @@
+// FileSystem: the POSIX operations of tipfs, independent of libfuse. Each operation returns a
+// Status or Result; the FUSE bridge (fuse_bridge.cc) turns them into exactly one reply. Tests call
+// this class directly over MemDisks and a temporary metadata store, without a mount.
+//
+// Metadata goes to MetaStore (one atomic batch per operation), file data through the FileCache
+// (which owns coherency with the disks). Lifetime of file data: an inode whose link count reaches
+// 0 is an orphan (recorded in the same batch); its data is reclaimed at the last close, or at
+// the next mount after a crash (Recover).
+//
+// Thread-safe: FUSE calls every method from many threads at once.
+#pragma once
+
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/file_cache.h"
+#include "fusefs/inode_table.h"
+#include "fusefs/meta/meta_store.h"
+#include "stripe/volume.h"
+#include "util/clock.h"
+#include "util/status.h"
+
+namespace tipfs::fusefs {
+
+using meta::Ino;
+
+// Who is asking (from the FUSE request context).
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t pid = 0;  // thread id
+};
+
+struct OpenedFile {
+  meta::Inode inode;
+  uint64_t handle = 0;
+};
+
+class FileSystem {
+ public:
+  // REQUIRES: all three outlive the FileSystem.
+  FileSystem(stripe::Volume* volume, meta::MetaStore* meta, cache::FileCache* cache);
+
+  // Reclaims the data of orphans left by a crash. Call once before serving requests.
+  Status Recover();
+
+  // Entry-returning operations take one kernel lookup reference on success.
+  Result<meta::Inode> Lookup(Ino parent, std::string_view name);
+  void Forget(Ino ino, uint64_t count);
+  Result<meta::Inode> GetAttr(Ino ino);
+  Result<meta::Inode> SetAttr(Ino ino, meta::AttrChange change);
+
+  Result<meta::Inode> MakeNode(const Caller& caller, Ino parent, std::string_view name,
+                               uint32_t mode, uint64_t rdev, std::string_view symlink_target = {});
+  Result<meta::Inode> Link(Ino ino, Ino new_parent, std::string_view new_name);
+  Status Unlink(Ino parent, std::string_view name);
+  Status Rmdir(Ino parent, std::string_view name);
+  Status Rename(Ino parent, std::string_view name, Ino new_parent, std::string_view new_name,
+                unsigned flags);
+  Result<std::string> ReadLink(Ino ino);
+
+  // open(2) of an existing inode; O_TRUNC truncates.
+  Result<OpenedFile> Open(Ino ino, int flags);
+  // Creates and opens a regular file (EEXIST if it exists: the kernel handles O_EXCL).
+  Result<OpenedFile> Create(const Caller& caller, Ino parent, std::string_view name,
+                            uint32_t mode, int flags);
+  Result<size_t> Read(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
+                      char* out);
+  Result<size_t> Write(Ino ino, uint64_t offset, const char* data, size_t length);
+  Status Fsync(Ino ino, bool data_only);
+  // The last close of an unlinked file reclaims its data.
+  Status Release(Ino ino);
+
+  Result<std::vector<meta::DirEntry>> ListDir(Ino ino);
+
+  Result<std::string> GetXattr(Ino ino, std::string_view name);
+  Status SetXattr(Ino ino, std::string_view name, std::string_view value, int flags);
+  Result<std::vector<std::string>> ListXattrs(Ino ino);
+  Status RemoveXattr(Ino ino, std::string_view name);
+
+  Result<struct statvfs> StatFs();
+  // Makes everything durable (unmount).
+  Status SyncAll();
+
+  meta::MetaStore* meta() const { return meta_; }
+  cache::FileCache* cache() const { return cache_; }
+  stripe::Volume* volume() const { return volume_; }
+  InodeTable* inodes() { return &inodes_; }
+
+ private:
+  // Frees the data and the record of an inode with no links left, unless it is still open.
+  Status ReclaimIfUnused(const meta::Inode& inode);
+  Status Reclaim(Ino ino);
+  // Changes the file's length in the objects and in the metadata, in the crash-safe order.
+  Result<meta::Inode> Resize(const meta::Inode& inode, uint64_t new_size, meta::Time now);
+
+  stripe::Volume* const volume_;
+  meta::MetaStore* const meta_;
+  cache::FileCache* const cache_;
+  InodeTable inodes_;
+  std::atomic<uint64_t> next_handle_{1};
+};
+
+}  // namespace tipfs::fusefs

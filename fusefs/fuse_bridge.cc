@@ -1,0 +1,561 @@
+#include "fusefs/fuse_bridge.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusefs/hint_ioctls.h"
+#include "fusefs/process_ids.h"
+
+namespace tipfs::fusefs {
+namespace {
+
+// Handles: a directory handle snapshots the listing at opendir (readdir offsets index into it,
+// so concurrent changes never make a listing skip or repeat an entry); a control file handle
+// snapshots the rendered text at open.
+struct DirHandle {
+  std::vector<meta::DirEntry> entries;  // ".", "..", then the directory's entries by name
+};
+struct FileHandle {
+  Ino ino = 0;
+  std::string control_text;  // control files only
+};
+
+FuseBridge* Bridge(fuse_req_t req) { return static_cast<FuseBridge*>(fuse_req_userdata(req)); }
+FileSystem* Fs(fuse_req_t req) { return Bridge(req)->fs(); }
+
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return Caller{ctx->uid, ctx->gid, static_cast<uint32_t>(ctx->pid)};
+}
+
+void ReplyStatus(fuse_req_t req, const Status& status) { fuse_reply_err(req, status.error()); }
+
+uint32_t BlockSizeFor(FileSystem* fs) {
+  // stdio sizes its buffer by st_blksize: make it at least a stripe unit so each buffered read
+  // is one full unit (and fast sequential readers touch every disk).
+  return std::max<uint32_t>(fs->volume()->layout().stripe_unit(), 128 * 1024);
+}
+
+struct stat ToStat(FileSystem* fs, const meta::Inode& inode) {
+  struct stat st = {};
+  st.st_ino = inode.ino;
+  st.st_mode = inode.mode;
+  st.st_nlink = inode.nlink;
+  st.st_uid = inode.uid;
+  st.st_gid = inode.gid;
+  st.st_rdev = inode.rdev;
+  st.st_size = static_cast<off_t>(inode.size);
+  st.st_blksize = BlockSizeFor(fs);
+  st.st_blocks = static_cast<blkcnt_t>((inode.size + 4095) / 4096 * 8);
+  st.st_atim = {inode.atime.sec, inode.atime.nsec};
+  st.st_mtim = {inode.mtime.sec, inode.mtime.nsec};
+  st.st_ctim = {inode.ctime.sec, inode.ctime.nsec};
+  return st;
+}
+
+struct stat ControlStat(uint64_t ino, bool writable) {
+  struct stat st = {};
+  st.st_ino = ino;
+  st.st_nlink = ino == ControlFiles::kDirIno ? 2 : 1;
+  st.st_mode = ino == ControlFiles::kDirIno ? (S_IFDIR | 0555) : (S_IFREG | (writable ? 0644 : 0444));
+  st.st_blksize = 4096;
+  return st;
+}
+
+fuse_entry_param EntryOf(fuse_req_t req, const meta::Inode& inode) {
+  fuse_entry_param e = {};
+  e.ino = inode.ino;
+  e.generation = 1;  // inode numbers are never reused
+  e.attr = ToStat(Fs(req), inode);
+  e.attr_timeout = Bridge(req)->options().attr_timeout_seconds;
+  e.entry_timeout = Bridge(req)->options().attr_timeout_seconds;
+  return e;
+}
+
+fuse_entry_param ControlEntry(fuse_req_t req, uint64_t ino) {
+  fuse_entry_param e = {};
+  e.ino = ino;
+  e.generation = 1;
+  e.attr = ControlStat(ino, Bridge(req)->control()->IsWritable(ino));
+  // Never cached: the contents change with every open and the size is reported as 0.
+  return e;
+}
+
+void ReplyEntry(fuse_req_t req, const Result<meta::Inode>& inode) {
+  if (!inode.ok()) return ReplyStatus(req, inode.status());
+  fuse_entry_param e = EntryOf(req, *inode);
+  fuse_reply_entry(req, &e);
+}
+
+bool IsControlDirLookup(fuse_ino_t parent, const char* name) {
+  return parent == meta::kRootIno && name == ControlFiles::kDirName;
+}
+
+// ---- namespace ----
+
+void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (IsControlDirLookup(parent, name)) {
+    fuse_entry_param e = ControlEntry(req, ControlFiles::kDirIno);
+    return (void)fuse_reply_entry(req, &e);
+  }
+  if (parent == ControlFiles::kDirIno) {
+    uint64_t ino = Bridge(req)->control()->Lookup(name);
+    if (ino == 0) return (void)fuse_reply_err(req, ENOENT);
+    fuse_entry_param e = ControlEntry(req, ino);
+    return (void)fuse_reply_entry(req, &e);
+  }
+  Result<meta::Inode> inode = Fs(req)->Lookup(parent, name);
+  if (!inode.ok() && inode.error() == ENOENT) {
+    // A negative entry, cached by the kernel like a positive one (compilers probe many paths).
+    fuse_entry_param e = {};
+    e.entry_timeout = Bridge(req)->options().attr_timeout_seconds;
+    return (void)fuse_reply_entry(req, &e);
+  }
+  ReplyEntry(req, inode);
+}
+
+void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  if (!ControlFiles::IsControl(ino)) Fs(req)->Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) {
+    if (!ControlFiles::IsControl(forgets[i].ino)) Fs(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+  }
+  fuse_reply_none(req);
+}
+
+void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  if (ControlFiles::IsControl(ino)) {
+    struct stat st = ControlStat(ino, Bridge(req)->control()->IsWritable(ino));
+    return (void)fuse_reply_attr(req, &st, 0);
+  }
+  Result<meta::Inode> inode = Fs(req)->GetAttr(ino);
+  if (!inode.ok()) return ReplyStatus(req, inode.status());
+  struct stat st = ToStat(Fs(req), *inode);
+  fuse_reply_attr(req, &st, Bridge(req)->options().attr_timeout_seconds);
+}
+
+meta::Time TimeOf(const timespec& ts) { return meta::Time{ts.tv_sec, ts.tv_nsec}; }
+
+void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  if (ControlFiles::IsControl(ino)) {
+    // Truncating a writable control file before writing it (shell `>`) is harmless.
+    if (to_set == FUSE_SET_ATTR_SIZE && Bridge(req)->control()->IsWritable(ino)) {
+      struct stat st = ControlStat(ino, true);
+      return (void)fuse_reply_attr(req, &st, 0);
+    }
+    return (void)fuse_reply_err(req, EPERM);
+  }
+  meta::AttrChange change;
+  change.now = meta::Time::Now();
+  if (to_set & FUSE_SET_ATTR_MODE) change.mode = attr->st_mode & 07777;
+  if (to_set & FUSE_SET_ATTR_UID) change.uid = attr->st_uid;
+  if (to_set & FUSE_SET_ATTR_GID) change.gid = attr->st_gid;
+  if (to_set & FUSE_SET_ATTR_SIZE) change.size = static_cast<uint64_t>(attr->st_size);
+  if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+    change.atime = change.now;
+  } else if (to_set & FUSE_SET_ATTR_ATIME) {
+    change.atime = TimeOf(attr->st_atim);
+  }
+  if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+    change.mtime = change.now;
+  } else if (to_set & FUSE_SET_ATTR_MTIME) {
+    change.mtime = TimeOf(attr->st_mtim);
+  }
+  Result<meta::Inode> inode = Fs(req)->SetAttr(ino, change);
+  if (!inode.ok()) return ReplyStatus(req, inode.status());
+  struct stat st = ToStat(Fs(req), *inode);
+  fuse_reply_attr(req, &st, Bridge(req)->options().attr_timeout_seconds);
+}
+
+void OnReadlink(fuse_req_t req, fuse_ino_t ino) {
+  Result<std::string> target = Fs(req)->ReadLink(ino);
+  if (!target.ok()) return ReplyStatus(req, target.status());
+  fuse_reply_readlink(req, target->c_str());
+}
+
+bool RefuseInControlDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (parent == ControlFiles::kDirIno || ControlFiles::IsControl(parent)) {
+    fuse_reply_err(req, EPERM);
+    return true;
+  }
+  if (IsControlDirLookup(parent, name)) {
+    fuse_reply_err(req, EEXIST);
+    return true;
+  }
+  return false;
+}
+
+void OnMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  if (RefuseInControlDir(req, parent, name)) return;
+  ReplyEntry(req, Fs(req)->MakeNode(CallerOf(req), parent, name, mode, rdev));
+}
+
+void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  if (RefuseInControlDir(req, parent, name)) return;
+  ReplyEntry(req, Fs(req)->MakeNode(CallerOf(req), parent, name, S_IFDIR | (mode & 07777), 0));
+}
+
+void OnSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  if (RefuseInControlDir(req, parent, name)) return;
+  ReplyEntry(req, Fs(req)->MakeNode(CallerOf(req), parent, name, S_IFLNK | 0777, 0, link));
+}
+
+void OnLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, EPERM);
+  if (RefuseInControlDir(req, new_parent, new_name)) return;
+  ReplyEntry(req, Fs(req)->Link(ino, new_parent, new_name));
+}
+
+void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (parent == ControlFiles::kDirIno || IsControlDirLookup(parent, name)) {
+    return (void)fuse_reply_err(req, EPERM);
+  }
+  ReplyStatus(req, Fs(req)->Unlink(parent, name));
+}
+
+void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (parent == ControlFiles::kDirIno || IsControlDirLookup(parent, name)) {
+    return (void)fuse_reply_err(req, EPERM);
+  }
+  ReplyStatus(req, Fs(req)->Rmdir(parent, name));
+}
+
+void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+              const char* new_name, unsigned int flags) {
+  if (parent == ControlFiles::kDirIno || new_parent == ControlFiles::kDirIno ||
+      IsControlDirLookup(parent, name) || IsControlDirLookup(new_parent, new_name)) {
+    return (void)fuse_reply_err(req, EPERM);
+  }
+  ReplyStatus(req, Fs(req)->Rename(parent, name, new_parent, new_name, flags));
+}
+
+// ---- files ----
+
+void SetOpenFlags(fuse_req_t req, fuse_file_info* fi) {
+  if (Bridge(req)->options().data_cache == DataCacheMode::kDirect) {
+    fi->direct_io = 1;
+  } else {
+    // tipfs is the only writer of its files, so pages cached by an earlier open stay valid.
+    fi->keep_cache = 1;
+  }
+}
+
+void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (ControlFiles::IsControl(ino)) {
+    ControlFiles* control = Bridge(req)->control();
+    if (ino == ControlFiles::kDirIno) return (void)fuse_reply_err(req, EISDIR);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY && !control->IsWritable(ino)) {
+      return (void)fuse_reply_err(req, EACCES);
+    }
+    auto handle = std::make_unique<FileHandle>();
+    handle->ino = ino;
+    if ((fi->flags & O_ACCMODE) != O_WRONLY) {
+      Result<std::string> text = control->Render(ino);
+      if (!text.ok()) return ReplyStatus(req, text.status());
+      handle->control_text = std::move(*text);
+    }
+    fi->direct_io = 1;
+    fi->fh = reinterpret_cast<uint64_t>(handle.release());
+    return (void)fuse_reply_open(req, fi);
+  }
+  Result<OpenedFile> opened = Fs(req)->Open(ino, fi->flags);
+  if (!opened.ok()) return ReplyStatus(req, opened.status());
+  auto handle = std::make_unique<FileHandle>();
+  handle->ino = ino;
+  fi->fh = reinterpret_cast<uint64_t>(handle.release());
+  SetOpenFlags(req, fi);
+  if (fuse_reply_open(req, fi) != 0) {
+    // The opener is gone (interrupted): undo the open so the handle count stays true.
+    delete reinterpret_cast<FileHandle*>(fi->fh);
+    (void)Fs(req)->Release(ino);
+  }
+}
+
+void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+              fuse_file_info* fi) {
+  if (RefuseInControlDir(req, parent, name)) return;
+  Result<OpenedFile> opened = Fs(req)->Create(CallerOf(req), parent, name, mode, fi->flags);
+  if (!opened.ok()) return ReplyStatus(req, opened.status());
+  auto handle = std::make_unique<FileHandle>();
+  handle->ino = opened->inode.ino;
+  fi->fh = reinterpret_cast<uint64_t>(handle.release());
+  SetOpenFlags(req, fi);
+  fuse_entry_param e = EntryOf(req, opened->inode);
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    delete reinterpret_cast<FileHandle*>(fi->fh);
+    (void)Fs(req)->Release(opened->inode.ino);
+    Fs(req)->Forget(opened->inode.ino, 1);
+  }
+}
+
+// One read buffer per FUSE worker thread, grown to the largest read seen (at most max_write).
+std::vector<char>& ThreadReadBuffer(size_t size) {
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer;
+}
+
+void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  auto* handle = reinterpret_cast<FileHandle*>(fi->fh);
+  if (ControlFiles::IsControl(ino)) {
+    const std::string& text = handle->control_text;
+    if (static_cast<uint64_t>(off) >= text.size()) return (void)fuse_reply_buf(req, nullptr, 0);
+    size_t n = std::min(size, text.size() - static_cast<size_t>(off));
+    return (void)fuse_reply_buf(req, text.data() + off, n);
+  }
+  std::vector<char>& buffer = ThreadReadBuffer(size);
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  cache::ReadContext context = ReadContextFor(static_cast<uint32_t>(ctx->pid), Bridge(req)->hints());
+  Result<size_t> n = Fs(req)->Read(context, ino, static_cast<uint64_t>(off), size, buffer.data());
+  if (!n.ok()) return ReplyStatus(req, n.status());
+  fuse_reply_buf(req, buffer.data(), *n);
+}
+
+void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+             fuse_file_info*) {
+  if (ControlFiles::IsControl(ino)) {
+    if (off != 0) return (void)fuse_reply_err(req, EINVAL);
+    Status st = Bridge(req)->control()->Write(ino, std::string_view(buf, size));
+    if (!st.ok()) return ReplyStatus(req, st);
+    return (void)fuse_reply_write(req, size);
+  }
+  Result<size_t> n = Fs(req)->Write(ino, static_cast<uint64_t>(off), buf, size);
+  if (!n.ok()) return ReplyStatus(req, n.status());
+  fuse_reply_write(req, *n);
+}
+
+void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  // Writes go through to the disks as they arrive; close has nothing left to push.
+  fuse_reply_err(req, 0);
+}
+
+void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  std::unique_ptr<FileHandle> handle(reinterpret_cast<FileHandle*>(fi->fh));
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
+  ReplyStatus(req, Fs(req)->Release(ino));
+}
+
+void OnFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
+  ReplyStatus(req, Fs(req)->Fsync(ino, datasync != 0));
+}
+
+// ---- directories ----
+
+void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto handle = std::make_unique<DirHandle>();
+  if (ino == ControlFiles::kDirIno) {
+    handle->entries.push_back({".", ino, S_IFDIR});
+    handle->entries.push_back({"..", meta::kRootIno, S_IFDIR});
+    for (auto& [name, file_ino] : Bridge(req)->control()->List()) {
+      handle->entries.push_back({name, file_ino, S_IFREG});
+    }
+  } else {
+    Result<meta::Inode> dir = Fs(req)->GetAttr(ino);
+    if (!dir.ok()) return ReplyStatus(req, dir.status());
+    if (!S_ISDIR(dir->mode)) return (void)fuse_reply_err(req, ENOTDIR);
+    Result<std::vector<meta::DirEntry>> entries = Fs(req)->ListDir(ino);
+    if (!entries.ok()) return ReplyStatus(req, entries.status());
+    handle->entries.reserve(entries->size() + 2);
+    handle->entries.push_back({".", ino, S_IFDIR});
+    handle->entries.push_back({"..", dir->parent, S_IFDIR});
+    for (auto& entry : *entries) handle->entries.push_back(std::move(entry));
+  }
+  fi->fh = reinterpret_cast<uint64_t>(handle.release());
+  if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
+}
+
+void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+                   bool plus) {
+  auto* handle = reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buffer(size);
+  size_t used = 0;
+  bool control_dir = ino == ControlFiles::kDirIno;
+  for (size_t i = static_cast<size_t>(off); i < handle->entries.size(); ++i) {
+    const meta::DirEntry& entry = handle->entries[i];
+    size_t remaining = size - used;
+    size_t needed;
+    if (!plus) {
+      struct stat st = {};
+      st.st_ino = entry.ino;
+      st.st_mode = entry.type;
+      needed = fuse_add_direntry(req, buffer.data() + used, remaining, entry.name.c_str(), &st,
+                                 static_cast<off_t>(i + 1));
+    } else {
+      bool dots = entry.name == "." || entry.name == "..";
+      fuse_entry_param e = {};
+      if (control_dir) {
+        e = ControlEntry(req, entry.ino);
+      } else if (dots) {
+        e.attr.st_ino = entry.ino;
+        e.attr.st_mode = entry.type;
+      } else {
+        Result<meta::Inode> inode = Fs(req)->GetAttr(entry.ino);
+        if (!inode.ok()) continue;  // removed since opendir
+        e = EntryOf(req, *inode);
+      }
+      needed = fuse_add_direntry_plus(req, buffer.data() + used, remaining, entry.name.c_str(),
+                                      &e, static_cast<off_t>(i + 1));
+      // Every entry but "." and ".." hands the kernel a lookup reference, once it fits.
+      if (needed <= remaining && !dots && !control_dir) Fs(req)->inodes()->AddLookups(entry.ino);
+    }
+    if (needed > remaining) break;
+    used += needed;
+  }
+  fuse_reply_buf(req, buffer.data(), used);
+}
+
+void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirectory(req, ino, size, off, fi, false);
+}
+
+void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirectory(req, ino, size, off, fi, true);
+}
+
+void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void OnFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  ReplyStatus(req, Fs(req)->SyncAll());
+}
+
+void OnStatfs(fuse_req_t req, fuse_ino_t) {
+  Result<struct statvfs> st = Fs(req)->StatFs();
+  if (!st.ok()) return ReplyStatus(req, st.status());
+  fuse_reply_statfs(req, &*st);
+}
+
+// ---- extended attributes ----
+
+bool UnsupportedXattr(const char* name) {
+  // No POSIX ACLs or other system.* attributes: storing one without enforcing it would lie.
+  return std::strncmp(name, "system.", 7) == 0;
+}
+
+void OnSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                int flags) {
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, EPERM);
+  if (UnsupportedXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  ReplyStatus(req, Fs(req)->SetXattr(ino, name, std::string_view(value, size), flags));
+}
+
+void ReplySized(fuse_req_t req, const std::string& data, size_t size) {
+  if (size == 0) return (void)fuse_reply_xattr(req, data.size());
+  if (size < data.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, data.data(), data.size());
+}
+
+void OnGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, ENODATA);
+  if (UnsupportedXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  Result<std::string> value = Fs(req)->GetXattr(ino, name);
+  if (!value.ok()) return ReplyStatus(req, value.status());
+  ReplySized(req, *value, size);
+}
+
+void OnListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  if (ControlFiles::IsControl(ino)) return ReplySized(req, std::string(), size);
+  Result<std::vector<std::string>> names = Fs(req)->ListXattrs(ino);
+  if (!names.ok()) return ReplyStatus(req, names.status());
+  std::string packed;
+  for (const std::string& name : *names) packed.append(name).push_back('\0');
+  ReplySized(req, packed, size);
+}
+
+void OnRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, EPERM);
+  if (UnsupportedXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  ReplyStatus(req, Fs(req)->RemoveXattr(ino, name));
+}
+
+// ---- ioctl ----
+
+void OnIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info* fi,
+             unsigned flags, const void* in_buf, size_t in_size, size_t out_size) {
+  HintIoctls* hints = Bridge(req)->hints();
+  if (hints == nullptr || (flags & FUSE_IOCTL_COMPAT)) return (void)fuse_reply_err(req, ENOTTY);
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  IoctlCaller caller{ctx->uid, ctx->gid, static_cast<uint32_t>(ctx->pid)};
+  std::string out;
+  int open_flags = fi != nullptr ? fi->flags : O_RDONLY;
+  Status st = hints->Handle(caller, ino, open_flags, cmd, in_buf, in_size, out_size, &out);
+  if (!st.ok()) return ReplyStatus(req, st);
+  fuse_reply_ioctl(req, 0, out.empty() ? nullptr : out.data(), out.size());
+}
+
+// ---- session ----
+
+void OnInit(void* userdata, fuse_conn_info* conn) {
+  auto* bridge = static_cast<FuseBridge*>(userdata);
+  // Large requests: one FUSE round trip moves up to 1 MiB, many stripe units at once.
+  conn->max_write = 1024 * 1024;
+  conn->max_readahead = 1024 * 1024;
+  if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  if (conn->capable & FUSE_CAP_IOCTL_DIR) conn->want |= FUSE_CAP_IOCTL_DIR;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  // Data changes only through this mount; the kernel need not drop pages when mtime moves.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  (void)bridge;
+}
+
+}  // namespace
+
+FuseBridge::FuseBridge(FileSystem* fs, ControlFiles* control, HintIoctls* hints,
+                       const MountOptions& options)
+    : fs_(fs), control_(control), hints_(hints), options_(options) {}
+
+const fuse_lowlevel_ops* FuseBridge::Operations() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o = {};
+    o.init = OnInit;
+    o.lookup = OnLookup;
+    o.forget = OnForget;
+    o.forget_multi = OnForgetMulti;
+    o.getattr = OnGetattr;
+    o.setattr = OnSetattr;
+    o.readlink = OnReadlink;
+    o.mknod = OnMknod;
+    o.mkdir = OnMkdir;
+    o.symlink = OnSymlink;
+    o.link = OnLink;
+    o.unlink = OnUnlink;
+    o.rmdir = OnRmdir;
+    o.rename = OnRename;
+    o.open = OnOpen;
+    o.create = OnCreate;
+    o.read = OnRead;
+    o.write = OnWrite;
+    o.flush = OnFlush;
+    o.release = OnRelease;
+    o.fsync = OnFsync;
+    o.opendir = OnOpendir;
+    o.readdir = OnReaddir;
+    o.readdirplus = OnReaddirplus;
+    o.releasedir = OnReleasedir;
+    o.fsyncdir = OnFsyncdir;
+    o.statfs = OnStatfs;
+    o.setxattr = OnSetxattr;
+    o.getxattr = OnGetxattr;
+    o.listxattr = OnListxattr;
+    o.removexattr = OnRemovexattr;
+    o.ioctl = OnIoctl;
+    return o;
+  }();
+  return &ops;
+}
+
+}  // namespace tipfs::fusefs

@@ -1,0 +1,39 @@
+// FuseBridge: the libfuse low-level operations table. Each handler is thin: it unpacks the
+// request, calls one FileSystem (or ControlFiles / HintIoctls) operation, and sends exactly one
+// reply. Nothing throws across this boundary.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include "fusefs/control_files.h"
+#include "fusefs/filesystem.h"
+#include "fusefs/mount_options.h"
+
+namespace tipfs::fusefs {
+
+class HintIoctls;
+
+class FuseBridge {
+ public:
+  // REQUIRES: everything passed outlives the bridge. `hints` may be null (ioctls then fail
+  // with ENOTTY).
+  FuseBridge(FileSystem* fs, ControlFiles* control, HintIoctls* hints,
+             const MountOptions& options);
+
+  // The operations table; userdata for fuse_session_new must be this bridge.
+  static const fuse_lowlevel_ops* Operations();
+
+  FileSystem* fs() const { return fs_; }
+  ControlFiles* control() const { return control_; }
+  HintIoctls* hints() const { return hints_; }
+  const MountOptions& options() const { return options_; }
+
+ private:
+  FileSystem* fs_;
+  ControlFiles* control_;
+  HintIoctls* hints_;
+  MountOptions options_;
+};
+
+}  // namespace tipfs::fusefs

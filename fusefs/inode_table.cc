@@ -1,0 +1,69 @@
+#include "fusefs/inode_table.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace tipfs::fusefs {
+
+void InodeTable::AddLookups(uint64_t ino, uint64_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_[ino].lookups += count;
+}
+
+bool InodeTable::Forget(uint64_t ino, uint64_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(ino);
+  if (it == entries_.end()) return true;
+  if (it->second.lookups < count) {
+    // The kernel never forgets more than it looked up; tolerate it rather than underflow.
+    std::fprintf(stderr, "tipfs: INTERNAL ERROR: forget %llu of inode %llu with %llu lookups\n",
+                 static_cast<unsigned long long>(count), static_cast<unsigned long long>(ino),
+                 static_cast<unsigned long long>(it->second.lookups));
+    it->second.lookups = 0;
+  } else {
+    it->second.lookups -= count;
+  }
+  bool unused = it->second.lookups == 0 && it->second.opens == 0;
+  DropIfUnused(it);
+  return unused;
+}
+
+void InodeTable::Open(uint64_t ino) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++entries_[ino].opens;
+}
+
+uint32_t InodeTable::Close(uint64_t ino) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(ino);
+  if (it == entries_.end() || it->second.opens == 0) {
+    std::fprintf(stderr, "tipfs: INTERNAL ERROR: close of inode %llu that is not open\n",
+                 static_cast<unsigned long long>(ino));
+    std::abort();
+  }
+  uint32_t remaining = --it->second.opens;
+  DropIfUnused(it);
+  return remaining;
+}
+
+uint32_t InodeTable::OpenCount(uint64_t ino) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(ino);
+  return it == entries_.end() ? 0 : it->second.opens;
+}
+
+std::shared_ptr<InodeState> InodeTable::State(uint64_t ino) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_[ino].state;
+}
+
+size_t InodeTable::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+void InodeTable::DropIfUnused(std::unordered_map<uint64_t, Entry>::iterator it) {
+  if (it->second.lookups == 0 && it->second.opens == 0) entries_.erase(it);
+}
+
+}  // namespace tipfs::fusefs

@@ -1,0 +1,56 @@
+// InodeTable: what the daemon must remember about inodes between FUSE requests: how many
+// references the kernel holds (lookup counts, dropped by forget), how many handles are open, and
+// a per-inode lock that orders data writes against truncation. The metadata itself lives in
+// RocksDB (MetaStore); this table holds only in-memory state and forgets an inode when the kernel
+// does and no handle is open.
+//
+// Thread-safe. Lock order: InodeTable::mu_ before nothing (it is a leaf: never call out while
+// holding it); InodeState::io_mutex is taken by callers without mu_ held.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace tipfs::fusefs {
+
+struct InodeState {
+  // Shared by reads and writes of the file's data; exclusive for truncation and reclamation,
+  // so a write never lands in an object that a concurrent truncate is shrinking.
+  std::shared_mutex io_mutex;
+};
+
+class InodeTable {
+ public:
+  // Takes `count` kernel references (a lookup reply, a create reply, a readdirplus entry).
+  void AddLookups(uint64_t ino, uint64_t count = 1);
+  // Drops kernel references (forget). Returns true when the inode has neither lookups nor open
+  // handles any more, and was dropped from the table.
+  bool Forget(uint64_t ino, uint64_t count);
+
+  void Open(uint64_t ino);
+  // Returns the number of handles still open after this close.
+  uint32_t Close(uint64_t ino);
+  uint32_t OpenCount(uint64_t ino) const;
+
+  // The inode's lock state (created on demand; kept while it is referenced).
+  std::shared_ptr<InodeState> State(uint64_t ino);
+
+  size_t size() const;
+
+ private:
+  struct Entry {
+    uint64_t lookups = 0;
+    uint32_t opens = 0;
+    std::shared_ptr<InodeState> state = std::make_shared<InodeState>();
+  };
+  // REQUIRES: mu_ held.
+  void DropIfUnused(std::unordered_map<uint64_t, Entry>::iterator it);
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> entries_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace tipfs::fusefs

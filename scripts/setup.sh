@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what tipfs needs on Debian 12 (as root, or through sudo), then configures and builds.
+# Safe to run again: packages already present are not reinstalled, the build is incremental.
+#   BUILD_DIR   where to build (default: build)
+#   BUILD_TYPE  CMake build type (default: RelWithDebInfo)
+#   TIPFS_SANITIZE  address | thread | empty
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake pkg-config git fuse3 libfuse3-dev librocksdb-dev liburing-dev
+  libcli11-dev libgtest-dev libgmock-dev libseccomp-dev gnuplot-nox fio hyperfine tre-agrep
+  binutils man-db python3 attr)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
+  -DTIPFS_SANITIZE="${TIPFS_SANITIZE:-}" >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"

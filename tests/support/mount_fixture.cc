@@ -1,0 +1,103 @@
+#include "tests/support/mount_fixture.h"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace tipfs::testing {
+
+std::string TipfsBinary() { return TIPFS_BINARY_PATH; }
+
+int RunCommand(const std::string& command, std::string* output) {
+  std::string full = command + " 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buffer;
+  std::string text;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) text.append(buffer.data(), n);
+  int status = pclose(pipe);
+  if (output != nullptr) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string FuseUnavailableReason() {
+  int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot open /dev/fuse: ") + strerror(errno);
+  close(fd);
+  if (geteuid() != 0 && access("/usr/bin/fusermount3", X_OK) != 0) {
+    return "not root and no fusermount3";
+  }
+  return "";
+}
+
+TipfsMount::TipfsMount(VolumeSpec spec) : spec_(std::move(spec)) {
+  char pattern[] = "/tmp/tipfs-test-XXXXXX";
+  root_ = mkdtemp(pattern);
+  mountpoint_ = root_ + "/mnt";
+  native_ = root_ + "/native";
+  std::filesystem::create_directories(mountpoint_);
+  std::filesystem::create_directories(native_);
+  for (int i = 0; i < spec_.disks; ++i) {
+    disks_.push_back(root_ + "/disk" + std::to_string(i));
+    std::filesystem::create_directories(disks_.back());
+  }
+}
+
+TipfsMount::~TipfsMount() {
+  if (mounted_) {
+    std::string out = Unmount();
+    if (!out.empty()) {
+      // Never leave a mount behind, even when the daemon hangs or died.
+      umount2(mountpoint_.c_str(), MNT_DETACH);
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(root_, ignored);
+}
+
+std::string TipfsMount::Create() {
+  std::string command = TipfsBinary() + " mkfs " + spec_.mkfs_args;
+  for (const std::string& disk : disks_) command += " " + disk;
+  std::string output;
+  return RunCommand(command, &output) == 0 ? "" : "mkfs failed: " + output;
+}
+
+std::string TipfsMount::Mount(const std::string& extra_args) {
+  std::string output;
+  std::string command = TipfsBinary() + " mount " + spec_.mount_args + " " + extra_args + " " +
+                        disks_[0] + " " + mountpoint_;
+  if (RunCommand(command, &output) != 0) return "mount failed: " + output;
+  mounted_ = true;
+  return "";
+}
+
+std::string TipfsMount::Unmount() {
+  std::string output;
+  int rc = RunCommand(TipfsBinary() + " umount " + mountpoint_, &output);
+  if (rc == 0) {
+    mounted_ = false;
+    return "";
+  }
+  return "umount failed: " + output;
+}
+
+void MountedTest::SetUp() {
+  std::string reason = FuseUnavailableReason();
+  if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
+  mount_ = std::make_unique<TipfsMount>(Spec());
+  std::string error = mount_->Create();
+  ASSERT_EQ(error, "");
+  error = mount_->Mount();
+  ASSERT_EQ(error, "");
+}
+
+void MountedTest::TearDown() { mount_.reset(); }
+
+}  // namespace tipfs::testing
