@@ -159,7 +159,7 @@ DiskStats SumDiskStats(const std::vector<DiskStats>& disks) {
     t.queue_depth += s.queue_depth;
     t.max_queue_depth = std::max(t.max_queue_depth, s.max_queue_depth);
     t.avg_queue_depth += s.avg_queue_depth;
-    t.elapsed_ns = std::max(t.elapsed_ns, s.elapsed_ns);
+    t.elapsed_ns += s.elapsed_ns;
     t.completed += s.completed;
     t.response_ns += s.response_ns;
     t.late += s.late;

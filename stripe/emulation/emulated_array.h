@@ -63,8 +63,9 @@ class EmulatedArray : public std::enable_shared_from_this<EmulatedArray> {
   std::vector<std::shared_ptr<DiskEmulator>> disks_;  // GUARDED_BY(mu_), by disk index
 };
 
-// Sums over disks: counts and times add, depths add (the array's outstanding requests), the
-// maximum depth is the largest single disk's, elapsed is the longest.
+// Sums over disks: counts and times add, mean and current depths add (the array's outstanding
+// requests), the maximum depth is the largest single disk's, and elapsed adds up to disk-time, so
+// utilization() of the sum is the mean utilization of the disks.
 DiskStats SumDiskStats(const std::vector<DiskStats>& disks);
 
 // A table, one line per disk and a total: requests, MB read / written, utilization, mean and

@@ -75,6 +75,8 @@ TEST_F(EmulatedArrayTest, FourDisksServeFourRequestsInTheTimeOfOne) {
   EXPECT_EQ(total.reads, 8u);
   EXPECT_EQ(total.busy_ns, 8 * 14 * kMs);
   EXPECT_EQ(total.max_queue_depth, 4u);
+  // Disk 0 was busy 70 of the elapsed time, the others 14: the array's mean utilization.
+  EXPECT_DOUBLE_EQ(total.utilization(), (70.0 + 3 * 14.0) / (4 * stats[0].elapsed_ns / 1e6));
 }
 
 TEST_F(EmulatedArrayTest, RunTimeSpecChangesEveryDisk) {
