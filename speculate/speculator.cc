@@ -273,8 +273,10 @@ void Speculator::EndChild(StopCause cause) {
 
 void Speculator::BeforeExec() {
   if (!active() || InSpeculativeChild()) return;
-  Locked lock(&mu_);
-  if (child_pid_ > 0) EndChild(StopCause::kExec);
+  {
+    Locked lock(&mu_);
+    if (child_pid_ > 0) EndChild(StopCause::kExec);
+  }
   PrintStatsIfAsked();
 }
 

@@ -1,0 +1,170 @@
+// The five hazards of speculation (DESIGN.md "speculate/"), each shown on a program that runs
+// with and without libtipspec on a plain directory (hints go to a log file): the outputs must be
+// identical byte for byte, and the world must be as the program alone leaves it. The programs'
+// run-ahead paths (hazard_common.h) do exactly what each hazard is about, so every test here
+// fails when its hazard is not handled. Hazard 3 (no wrong data in any cache) needs a mount.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "tests/speculate/spec_test_support.h"
+
+namespace tipfs::spec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(SpecHazardTest, SharedFileDescriptionsKeepTheProgramsOffsetsFlagsAndLocks) {
+  SpecScratch scratch;
+  WriteFile(scratch.watched() + "/data.txt", MakeText(1, 200000));
+  fs::create_directories(scratch.watched() + "/many");
+  for (int i = 0; i < 3000; ++i) {
+    WriteFile(scratch.watched() + "/many/entry-with-a-rather-long-name-to-fill-getdents-" +
+                  std::to_string(i),
+              "");
+  }
+  WriteFile(scratch.root() + "/lock", "");
+  std::vector<std::string> argv = {HAZARD_OFFSETS, scratch.watched() + "/data.txt",
+                                   scratch.watched() + "/many", scratch.root() + "/lock"};
+  RunResult plain = scratch.Run(argv, false);
+  ASSERT_EQ(plain.exit_status, 0) << plain.out;
+  RunResult speculated = scratch.Run(argv, true);
+  EXPECT_EQ(speculated.exit_status, 0);
+  EXPECT_EQ(speculated.out, plain.out);
+  EXPECT_NE(plain.out.find("lock still held by us: yes"), std::string::npos);
+  auto stats = scratch.Stats();
+  EXPECT_GE(stats["forks"], 2u) << "the run-ahead path must have run";
+  EXPECT_GE(stats["hints_consumed"], 1u);
+}
+
+std::atomic<int> g_usr1{0};
+std::atomic<int> g_usr2{0};
+
+struct SideEffectRun {
+  std::map<std::string, std::string> tree;
+  std::string out;
+  int usr1 = 0;
+  int usr2 = 0;
+  std::string socket_data;
+};
+
+SideEffectRun RunHostile(const SpecScratch& scratch, const std::string& action, bool preload) {
+  std::string work = scratch.root() + (preload ? "/work-speculated" : "/work-plain");
+  fs::remove_all(work);
+  fs::create_directories(work);
+  WriteFile(work + "/log", "");
+  WriteFile(work + "/mapped", std::string(4096, 'm'));
+  WriteFile(work + "/shared", std::string(4096, 'S'));
+  WriteFile(work + "/victim-spec", "victim\n");
+  WriteFile(work + "/victim-real", "victim\n");
+  std::string socket_path = scratch.root() + "/sock";
+  unlink(socket_path.c_str());
+  int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
+  EXPECT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_EQ(listen(listener, 16), 0);
+  g_usr1 = 0;
+  g_usr2 = 0;
+
+  SideEffectRun run;
+  run.out = scratch.Run({HAZARD_SIDE_EFFECTS, action, scratch.watched() + "/input.txt", work,
+                         std::to_string(getpid()), socket_path},
+                        preload)
+                .out;
+  for (;;) {
+    int connection = accept(listener, nullptr, nullptr);
+    if (connection < 0) break;
+    char buffer[256];
+    ssize_t n;
+    while ((n = read(connection, buffer, sizeof(buffer))) > 0) run.socket_data.append(buffer, n);
+    close(connection);
+  }
+  close(listener);
+  unlink(socket_path.c_str());
+  run.tree = SnapshotTree(work);
+  run.usr1 = g_usr1;
+  run.usr2 = g_usr2;
+  return run;
+}
+
+TEST(SpecHazardTest, SideEffectsOfTheRunAheadNeverHappen) {
+  signal(SIGUSR1, [](int) { ++g_usr1; });
+  signal(SIGUSR2, [](int) { ++g_usr2; });
+  SpecScratch scratch;
+  WriteFile(scratch.watched() + "/input.txt", MakeText(2, 5000));
+  const std::vector<std::string> suppressed = {"write", "pwrite", "create"};
+  const std::vector<std::string> ending = {"truncate", "ftruncate", "unlink", "rename",
+                                           "mkdir", "symlink", "chmod", "kill", "connect",
+                                           "fork", "mmap", "shared-memory", "exec"};
+  std::vector<std::string> actions = suppressed;
+  actions.insert(actions.end(), ending.begin(), ending.end());
+  for (const std::string& action : actions) {
+    SCOPED_TRACE(action);
+    SideEffectRun plain = RunHostile(scratch, action, false);
+    scratch.ClearLogs();
+    SideEffectRun speculated = RunHostile(scratch, action, true);
+    EXPECT_EQ(speculated.out, plain.out);
+    EXPECT_EQ(speculated.tree, plain.tree);
+    EXPECT_EQ(speculated.usr1, 0);
+    EXPECT_EQ(speculated.usr2, plain.usr2);
+    EXPECT_EQ(speculated.socket_data, plain.socket_data);
+    auto stats = scratch.Stats();
+    EXPECT_GE(stats["forks"], 1u);
+    if (std::find(ending.begin(), ending.end(), action) != ending.end()) {
+      uint64_t ended = stats["child_ended_forbidden"] + stats["child_ended_signal"] +
+                       stats["child_ended_shared_write"] + stats["child_died_by_signal"] +
+                       stats["child_killed_by_sandbox"];
+      EXPECT_GE(ended, 1u) << "the run-ahead must have been stopped at " << action;
+    }
+  }
+}
+
+TEST(SpecHazardTest, StdioReadersGetTheirDataAndTheirReadsAreHinted) {
+  SpecScratch scratch;
+  std::vector<std::string> argv = {HAZARD_STDIO};
+  for (int i = 0; i < 8; ++i) {
+    std::string path = scratch.watched() + "/text" + std::to_string(i) + ".txt";
+    WriteFile(path, MakeText(10 + i, 20000 + 15000 * i));
+    argv.push_back(path);
+  }
+  RunResult plain = scratch.Run(argv, false);
+  ASSERT_EQ(plain.exit_status, 0);
+  RunResult speculated = scratch.Run(argv, true);
+  EXPECT_EQ(speculated.exit_status, 0);
+  EXPECT_EQ(speculated.out, plain.out);
+  std::string hints = scratch.HintLog();
+  for (int i = 1; i < 8; ++i) {
+    EXPECT_NE(hints.find("/text" + std::to_string(i) + ".txt\n"), std::string::npos)
+        << "no hint for text" << i << ".txt in:\n" << hints.substr(0, 2000);
+  }
+  EXPECT_GE(scratch.Stats()["hints_consumed"], 8u);
+}
+
+TEST(SpecHazardTest, ThreadsSignalsForkAndExecBehaveAsWithoutSpeculation) {
+  SpecScratch scratch;
+  std::vector<std::string> argv = {HAZARD_THREADS};
+  for (int i = 0; i < 4; ++i) {
+    std::string path = scratch.watched() + "/t" + std::to_string(i);
+    WriteFile(path, MakeText(30 + i, 40000));
+    argv.push_back(path);
+  }
+  RunResult plain = scratch.Run(argv, false);
+  ASSERT_EQ(plain.exit_status, 0) << plain.out;
+  ASSERT_NE(plain.out.find("stage2 children before reading: 0"), std::string::npos);
+  RunResult speculated = scratch.Run(argv, true);
+  EXPECT_EQ(speculated.exit_status, 0);
+  EXPECT_EQ(speculated.out, plain.out);
+  EXPECT_GE(scratch.Stats()["forks"], 2u);
+}
+
+}  // namespace
+}  // namespace tipfs::spec::testing

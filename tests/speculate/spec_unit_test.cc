@@ -1,0 +1,190 @@
+// Unit tests of libtipspec's pieces that need no child: the knobs, the hint log's on-track and
+// run-ahead rules, the sandbox filter assembly, and the launcher's environment and exit status.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "speculate/launcher.h"
+#include "speculate/options.h"
+#include "speculate/raw_syscall.h"
+#include "speculate/seccomp_filter.h"
+#include "speculate/shared_log.h"
+#include "tests/speculate/spec_test_support.h"
+
+namespace tipfs::spec {
+namespace {
+
+Result<SpecOptions> FromMap(const std::map<std::string, std::string>& env) {
+  return OptionsFromEnvironment([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(SpecOptionsTest, DefaultsWhenNothingIsSet) {
+  Result<SpecOptions> options = FromMap({});
+  ASSERT_TRUE(options.ok());
+  EXPECT_TRUE(options->mount.empty());
+  EXPECT_FALSE(options->wait_for_data);
+  EXPECT_EQ(options->max_ahead_hints, 512u);
+  EXPECT_EQ(options->max_ahead_bytes, 32ull << 20);
+  EXPECT_EQ(options->stall_usec, 200u);
+  EXPECT_FALSE(options->lockstep);
+  EXPECT_FALSE(options->print_stats);
+}
+
+TEST(SpecOptionsTest, ReadsEveryKnob) {
+  Result<SpecOptions> options =
+      FromMap({{"TIPSPEC_MOUNT", "/mnt/t"}, {"TIPSPEC_WAIT", "1"},
+               {"TIPSPEC_MAX_AHEAD_HINTS", "64"}, {"TIPSPEC_MAX_AHEAD_BYTES", "8M"},
+               {"TIPSPEC_STALL_USEC", "0"}, {"TIPSPEC_LOCKSTEP", "1"},
+               {"TIPSPEC_HINT_LOG", "/tmp/h"}, {"TIPSPEC_STATS_FILE", "/tmp/s"}});
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->mount, "/mnt/t");
+  EXPECT_TRUE(options->wait_for_data);
+  EXPECT_EQ(options->max_ahead_hints, 64u);
+  EXPECT_EQ(options->max_ahead_bytes, 8ull << 20);
+  EXPECT_EQ(options->stall_usec, 0u);
+  EXPECT_TRUE(options->lockstep);
+  EXPECT_EQ(options->hint_log, "/tmp/h");
+  EXPECT_TRUE(options->print_stats);
+  EXPECT_EQ(options->stats_file, "/tmp/s");
+}
+
+TEST(SpecOptionsTest, RejectsMalformedValuesNamingTheVariable) {
+  Result<SpecOptions> bad_wait = FromMap({{"TIPSPEC_WAIT", "maybe"}});
+  EXPECT_EQ(bad_wait.error(), EINVAL);
+  EXPECT_NE(bad_wait.status().message().find("TIPSPEC_WAIT"), std::string::npos);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_HINTS", "0"}}).error(), EINVAL);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_HINTS", "12x"}}).error(), EINVAL);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_BYTES", "3T"}}).error(), EINVAL);
+  EXPECT_EQ(ParseSize("64K").value(), 65536u);
+  EXPECT_EQ(ParseSize("2G").value(), 2ull << 30);
+  EXPECT_EQ(ParseSize("").error(), EINVAL);
+}
+
+class SharedLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = std::make_unique<SharedLog>();
+    log_->Reset(3, 1000);
+  }
+  std::unique_ptr<SharedLog> log_;
+};
+
+TEST_F(SharedLogTest, MatchesReadsInOrderAndConsumesThem) {
+  log_->Append({1, 10, 0, 100});
+  log_->Append({1, 10, 100, 100});
+  EXPECT_EQ(log_->MatchNext(1, 10, 0), MatchResult::kMatched);
+  EXPECT_EQ(log_->MatchNext(1, 10, 100), MatchResult::kMatched);
+  EXPECT_EQ(log_->consumed.load(), 2u);
+  EXPECT_EQ(log_->bytes_consumed.load(), 200u);
+  EXPECT_EQ(log_->MatchNext(1, 10, 200), MatchResult::kBehind);
+}
+
+TEST_F(SharedLogTest, AnotherFileOrOffsetIsAMismatchThatConsumesNothing) {
+  log_->Append({1, 10, 0, 100});
+  EXPECT_EQ(log_->MatchNext(1, 11, 0), MatchResult::kMismatch);
+  EXPECT_EQ(log_->MatchNext(1, 10, 50), MatchResult::kMismatch);
+  EXPECT_EQ(log_->MatchNext(2, 10, 0), MatchResult::kMismatch);
+  EXPECT_EQ(log_->consumed.load(), 0u);
+}
+
+TEST_F(SharedLogTest, RunAheadIsBoundedByHintsAndBytes) {
+  EXPECT_TRUE(log_->HasRoom());
+  log_->Append({1, 1, 0, 10});
+  log_->Append({1, 1, 10, 10});
+  EXPECT_TRUE(log_->HasRoom());
+  log_->Append({1, 1, 20, 10});
+  EXPECT_FALSE(log_->HasRoom()) << "3 hints ahead with a bound of 3";
+  ASSERT_EQ(log_->MatchNext(1, 1, 0), MatchResult::kMatched);
+  EXPECT_TRUE(log_->HasRoom());
+
+  log_->Reset(100, 1000);
+  log_->Append({1, 1, 0, 5000});  // one huge read is always allowed when nothing is ahead
+  EXPECT_FALSE(log_->HasRoom()) << "5000 bytes ahead with a bound of 1000";
+  ASSERT_EQ(log_->MatchNext(1, 1, 0), MatchResult::kMatched);
+  EXPECT_TRUE(log_->HasRoom());
+}
+
+TEST(SandboxFilterTest, AssemblesAndEndsWithReturns) {
+  Result<SandboxFilter> filter = BuildSandboxFilter(RawSyscallReturnAddress(), 901);
+  ASSERT_TRUE(filter.ok()) << filter.status().ToString();
+  EXPECT_GT(filter->program.size(), 100u);
+  EXPECT_LT(filter->program.size(), 4096u);  // the kernel's BPF_MAXINSNS
+  EXPECT_EQ(filter->program.back().code, BPF_RET | BPF_K);
+}
+
+TEST(SandboxFilterTest, KillsTheChildOnAForbiddenCallButNotTheCaller) {
+  Result<SandboxFilter> filter = BuildSandboxFilter(RawSyscallReturnAddress(), -1);
+  ASSERT_TRUE(filter.ok());
+  std::string dir = ::testing::TempDir() + "/sandbox-" + std::to_string(getpid());
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (InstallSandboxFilter(*filter) != 0) _exit(3);
+    // From RawSyscall, mkdir is not in the runtime's allow-list: the kernel kills the process.
+    RawSyscall(SYS_mkdir, reinterpret_cast<long>(dir.c_str()), 0755);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGSYS);
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << "the directory must not exist";
+}
+
+TEST(LauncherTest, EnvironmentPreloadsTheLibraryAndSetsTheKnobs) {
+  RunOptions options;
+  options.library_path = TIPSPEC_LIBRARY_PATH;
+  options.mount = "/mnt/tipfs";
+  options.wait_for_data = true;
+  options.max_ahead_hints = 99;
+  Result<std::vector<std::string>> env =
+      SpeculationEnvironment(options, {"PATH=/bin", "LD_PRELOAD=/other.so"});
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  auto has = [&](const std::string& entry) {
+    return std::find(env->begin(), env->end(), entry) != env->end();
+  };
+  EXPECT_TRUE(has(std::string("LD_PRELOAD=") + TIPSPEC_LIBRARY_PATH + ":/other.so"));
+  EXPECT_TRUE(has("TIPSPEC_AUTOSTART=1"));
+  EXPECT_TRUE(has("TIPSPEC_MOUNT=/mnt/tipfs"));
+  EXPECT_TRUE(has("TIPSPEC_WAIT=1"));
+  EXPECT_TRUE(has("TIPSPEC_MAX_AHEAD_HINTS=99"));
+  EXPECT_TRUE(has("PATH=/bin"));
+  options.library_path = "/nonexistent/libtipspec.so";
+  EXPECT_EQ(SpeculationEnvironment(options, {}).error(), ENOENT);
+}
+
+TEST(LauncherTest, ReturnsTheCommandsExitStatus) {
+  RunOptions options;
+  options.library_path = TIPSPEC_LIBRARY_PATH;
+  EXPECT_EQ(RunUnderSpeculation(options, {"sh", "-c", "exit 3"}).value(), 3);
+  EXPECT_EQ(RunUnderSpeculation(options, {"sh", "-c", "kill -9 $$"}).value(), 128 + 9);
+  EXPECT_EQ(RunUnderSpeculation(options, {"/nonexistent/command"}).error(), ENOENT);
+}
+
+TEST(LauncherTest, SpeculatesOnTheCommandItRuns) {
+  testing::SpecScratch scratch;
+  testing::WriteFile(scratch.watched() + "/f", testing::MakeText(5, 300000));
+  RunOptions options;
+  options.library_path = TIPSPEC_LIBRARY_PATH;
+  options.mount = scratch.watched();
+  options.hint_log = scratch.hint_log();
+  options.stats_file = scratch.stats_file();
+  options.lockstep = true;
+  options.stall_usec = 0;
+  // grep reads with read(2) (cat would use copy_file_range, which is not speculated on).
+  std::string command = "grep -c alpha " + scratch.watched() + "/f > ";
+  ASSERT_EQ(system((command + scratch.root() + "/plain").c_str()), 0);
+  Result<int> status = RunUnderSpeculation(options, {"sh", "-c", command + scratch.root() + "/out"});
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(*status, 0);
+  EXPECT_EQ(testing::ReadFile(scratch.root() + "/out"), testing::ReadFile(scratch.root() + "/plain"));
+  EXPECT_GE(scratch.Stats()["forks"], 1u);
+}
+
+}  // namespace
+}  // namespace tipfs::spec
