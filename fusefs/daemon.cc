@@ -125,7 +125,7 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   StatsReport report(&fs, &cache, &disks.value(), &hints, &statistics, clock, options.mountpoint);
   report.Register(&control);
 
-  FuseBridge bridge(&fs, &control, &hints, options);
+  FuseBridge bridge(&fs, &control, &hints, &statistics, options);
   Session session;
   st = session.Start(&bridge, options, label.disk_paths[0]);
   if (!st.ok()) return fail(st);

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "util/perf_context.h"
+
 namespace tipfs::fusefs {
 
 using meta::Inode;
@@ -23,6 +25,7 @@ Status FileSystem::Recover() {
 }
 
 Result<Inode> FileSystem::Lookup(Ino parent, std::string_view name) {
+  PerfSection metadata(Subsystem::kMetadata);
   Result<Inode> inode = meta_->Lookup(parent, name);
   if (inode.ok()) inodes_.AddLookups(inode->ino);
   return inode;
@@ -30,7 +33,12 @@ Result<Inode> FileSystem::Lookup(Ino parent, std::string_view name) {
 
 void FileSystem::Forget(Ino ino, uint64_t count) { inodes_.Forget(ino, count); }
 
-Result<Inode> FileSystem::GetAttr(Ino ino) { return meta_->Get(ino); }
+Result<Inode> FileSystem::GetAttr(Ino ino) {
+  PerfSection metadata(Subsystem::kMetadata);
+  return meta_->Get(ino);
+}
+
+
 
 Result<Inode> FileSystem::SetAttr(Ino ino, meta::AttrChange change) {
   if (!change.size) return meta_->SetAttr(ino, change);
@@ -82,6 +90,7 @@ Result<Inode> FileSystem::MakeNode(const Caller& caller, Ino parent, std::string
 }
 
 Result<Inode> FileSystem::Link(Ino ino, Ino new_parent, std::string_view new_name) {
+  PerfSection metadata(Subsystem::kMetadata);
   Result<Inode> inode = meta_->Link(ino, new_parent, new_name, Time::Now());
   if (inode.ok()) inodes_.AddLookups(inode->ino);
   return inode;
@@ -108,7 +117,8 @@ Status FileSystem::Rename(Ino parent, std::string_view name, Ino new_parent,
   return Status::OK();
 }
 
-Result<std::string> FileSystem::ReadLink(Ino ino) { return meta_->ReadLink(ino); }
+Result<std::string> FileSystem::ReadLink(Ino ino) {
+  PerfSection metadata(Subsystem::kMetadata); return meta_->ReadLink(ino); }
 
 Result<OpenedFile> FileSystem::Open(Ino ino, int flags) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
@@ -143,7 +153,7 @@ Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint
                                 size_t length, char* out) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
-  Result<Inode> inode = meta_->Get(ino);
+  Result<Inode> inode = GetAttr(ino);
   if (!inode.ok()) return inode.status();
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "read of a directory");
   return cache_->Read(context, ino, offset, length, inode->size, out);
@@ -156,6 +166,7 @@ Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, siz
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
   TIPFS_RETURN_IF_ERROR(cache_->Write(ino, offset, data, length));
+  PerfSection metadata(Subsystem::kMetadata);
   Result<Inode> inode = meta_->RecordWrite(ino, offset + length, Time::Now());
   if (!inode.ok()) return inode.status();
   return length;
@@ -189,19 +200,24 @@ Status FileSystem::Reclaim(Ino ino) {
   return meta_->DeleteInode(ino);
 }
 
-Result<std::vector<meta::DirEntry>> FileSystem::ListDir(Ino ino) { return meta_->ListDir(ino); }
+Result<std::vector<meta::DirEntry>> FileSystem::ListDir(Ino ino) {
+  PerfSection metadata(Subsystem::kMetadata); return meta_->ListDir(ino); }
 
 Result<std::string> FileSystem::GetXattr(Ino ino, std::string_view name) {
+  PerfSection metadata(Subsystem::kMetadata);
   return meta_->GetXattr(ino, name);
 }
 
 Status FileSystem::SetXattr(Ino ino, std::string_view name, std::string_view value, int flags) {
+  PerfSection metadata(Subsystem::kMetadata);
   return meta_->SetXattr(ino, name, value, flags, Time::Now());
 }
 
-Result<std::vector<std::string>> FileSystem::ListXattrs(Ino ino) { return meta_->ListXattrs(ino); }
+Result<std::vector<std::string>> FileSystem::ListXattrs(Ino ino) {
+  PerfSection metadata(Subsystem::kMetadata); return meta_->ListXattrs(ino); }
 
 Status FileSystem::RemoveXattr(Ino ino, std::string_view name) {
+  PerfSection metadata(Subsystem::kMetadata);
   return meta_->RemoveXattr(ino, name, Time::Now());
 }
 
@@ -229,6 +245,7 @@ Result<struct statvfs> FileSystem::StatFs() {
   return st;
 }
 
-Status FileSystem::SyncAll() { return meta_->Sync(); }
+Status FileSystem::SyncAll() {
+  PerfSection metadata(Subsystem::kMetadata); return meta_->Sync(); }
 
 }  // namespace tipfs::fusefs

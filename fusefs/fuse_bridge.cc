@@ -12,6 +12,8 @@
 
 #include "fusefs/hint_ioctls.h"
 #include "fusefs/process_ids.h"
+#include "util/perf_context.h"
+#include "util/statistics.h"
 
 namespace tipfs::fusefs {
 namespace {
@@ -101,6 +103,7 @@ bool IsControlDirLookup(fuse_ino_t parent, const char* name) {
 // ---- namespace ----
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (IsControlDirLookup(parent, name)) {
     fuse_entry_param e = ControlEntry(req, ControlFiles::kDirIno);
     return (void)fuse_reply_entry(req, &e);
@@ -122,11 +125,13 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (!ControlFiles::IsControl(ino)) Fs(req)->Forget(ino, nlookup);
   fuse_reply_none(req);
 }
 
 void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   for (size_t i = 0; i < count; ++i) {
     if (!ControlFiles::IsControl(forgets[i].ino)) Fs(req)->Forget(forgets[i].ino, forgets[i].nlookup);
   }
@@ -134,6 +139,7 @@ void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) {
     struct stat st = ControlStat(ino, Bridge(req)->control()->IsWritable(ino));
     return (void)fuse_reply_attr(req, &st, 0);
@@ -147,6 +153,7 @@ void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 meta::Time TimeOf(const timespec& ts) { return meta::Time{ts.tv_sec, ts.tv_nsec}; }
 
 void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) {
     // Truncating a writable control file before writing it (shell `>`) is harmless.
     if (to_set == FUSE_SET_ATTR_SIZE && Bridge(req)->control()->IsWritable(ino)) {
@@ -178,6 +185,7 @@ void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
 }
 
 void OnReadlink(fuse_req_t req, fuse_ino_t ino) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   Result<std::string> target = Fs(req)->ReadLink(ino);
   if (!target.ok()) return ReplyStatus(req, target.status());
   fuse_reply_readlink(req, target->c_str());
@@ -196,27 +204,32 @@ bool RefuseInControlDir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void OnMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (RefuseInControlDir(req, parent, name)) return;
   ReplyEntry(req, Fs(req)->MakeNode(CallerOf(req), parent, name, mode, rdev));
 }
 
 void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (RefuseInControlDir(req, parent, name)) return;
   ReplyEntry(req, Fs(req)->MakeNode(CallerOf(req), parent, name, S_IFDIR | (mode & 07777), 0));
 }
 
 void OnSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (RefuseInControlDir(req, parent, name)) return;
   ReplyEntry(req, Fs(req)->MakeNode(CallerOf(req), parent, name, S_IFLNK | 0777, 0, link));
 }
 
 void OnLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, EPERM);
   if (RefuseInControlDir(req, new_parent, new_name)) return;
   ReplyEntry(req, Fs(req)->Link(ino, new_parent, new_name));
 }
 
 void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (parent == ControlFiles::kDirIno || IsControlDirLookup(parent, name)) {
     return (void)fuse_reply_err(req, EPERM);
   }
@@ -224,6 +237,7 @@ void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (parent == ControlFiles::kDirIno || IsControlDirLookup(parent, name)) {
     return (void)fuse_reply_err(req, EPERM);
   }
@@ -232,6 +246,7 @@ void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
               const char* new_name, unsigned int flags) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (parent == ControlFiles::kDirIno || new_parent == ControlFiles::kDirIno ||
       IsControlDirLookup(parent, name) || IsControlDirLookup(new_parent, new_name)) {
     return (void)fuse_reply_err(req, EPERM);
@@ -251,6 +266,7 @@ void SetOpenFlags(fuse_req_t req, fuse_file_info* fi) {
 }
 
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) {
     ControlFiles* control = Bridge(req)->control();
     if (ino == ControlFiles::kDirIno) return (void)fuse_reply_err(req, EISDIR);
@@ -283,6 +299,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (RefuseInControlDir(req, parent, name)) return;
   Result<OpenedFile> opened = Fs(req)->Create(CallerOf(req), parent, name, mode, fi->flags);
   if (!opened.ok()) return ReplyStatus(req, opened.status());
@@ -306,6 +323,7 @@ std::vector<char>& ThreadReadBuffer(size_t size) {
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   auto* handle = reinterpret_cast<FileHandle*>(fi->fh);
   if (ControlFiles::IsControl(ino)) {
     const std::string& text = handle->control_text;
@@ -318,11 +336,14 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   cache::ReadContext context = ReadContextFor(static_cast<uint32_t>(ctx->pid), Bridge(req)->hints());
   Result<size_t> n = Fs(req)->Read(context, ino, static_cast<uint64_t>(off), size, buffer.data());
   if (!n.ok()) return ReplyStatus(req, n.status());
+  RecordTick(Bridge(req)->statistics(), FUSE_READ_OPS);
+  RecordTick(Bridge(req)->statistics(), FUSE_READ_BYTES, *n);
   fuse_reply_buf(req, buffer.data(), *n);
 }
 
 void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
              fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) {
     if (off != 0) return (void)fuse_reply_err(req, EINVAL);
     Status st = Bridge(req)->control()->Write(ino, std::string_view(buf, size));
@@ -331,21 +352,26 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
   }
   Result<size_t> n = Fs(req)->Write(ino, static_cast<uint64_t>(off), buf, size);
   if (!n.ok()) return ReplyStatus(req, n.status());
+  RecordTick(Bridge(req)->statistics(), FUSE_WRITE_OPS);
+  RecordTick(Bridge(req)->statistics(), FUSE_WRITE_BYTES, *n);
   fuse_reply_write(req, *n);
 }
 
 void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   // Writes go through to the disks as they arrive; close has nothing left to push.
   fuse_reply_err(req, 0);
 }
 
 void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   std::unique_ptr<FileHandle> handle(reinterpret_cast<FileHandle*>(fi->fh));
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
   ReplyStatus(req, Fs(req)->Release(ino));
 }
 
 void OnFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
   ReplyStatus(req, Fs(req)->Fsync(ino, datasync != 0));
 }
@@ -353,6 +379,7 @@ void OnFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
 // ---- directories ----
 
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   auto handle = std::make_unique<DirHandle>();
   if (ino == ControlFiles::kDirIno) {
     handle->entries.push_back({".", ino, S_IFDIR});
@@ -416,23 +443,28 @@ void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 }
 
 void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   ReadDirectory(req, ino, size, off, fi, false);
 }
 
 void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   ReadDirectory(req, ino, size, off, fi, true);
 }
 
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   delete reinterpret_cast<DirHandle*>(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void OnFsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   ReplyStatus(req, Fs(req)->SyncAll());
 }
 
 void OnStatfs(fuse_req_t req, fuse_ino_t) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   Result<struct statvfs> st = Fs(req)->StatFs();
   if (!st.ok()) return ReplyStatus(req, st.status());
   fuse_reply_statfs(req, &*st);
@@ -447,6 +479,7 @@ bool UnsupportedXattr(const char* name) {
 
 void OnSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int flags) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, EPERM);
   if (UnsupportedXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   ReplyStatus(req, Fs(req)->SetXattr(ino, name, std::string_view(value, size), flags));
@@ -459,6 +492,7 @@ void ReplySized(fuse_req_t req, const std::string& data, size_t size) {
 }
 
 void OnGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, ENODATA);
   if (UnsupportedXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   Result<std::string> value = Fs(req)->GetXattr(ino, name);
@@ -467,6 +501,7 @@ void OnGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
 }
 
 void OnListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return ReplySized(req, std::string(), size);
   Result<std::vector<std::string>> names = Fs(req)->ListXattrs(ino);
   if (!names.ok()) return ReplyStatus(req, names.status());
@@ -476,6 +511,7 @@ void OnListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void OnRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, EPERM);
   if (UnsupportedXattr(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   ReplyStatus(req, Fs(req)->RemoveXattr(ino, name));
@@ -485,6 +521,7 @@ void OnRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 
 void OnIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_info* fi,
              unsigned flags, const void* in_buf, size_t in_size, size_t out_size) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
   HintIoctls* hints = Bridge(req)->hints();
   if (hints == nullptr || (flags & FUSE_IOCTL_COMPAT)) return (void)fuse_reply_err(req, ENOTTY);
   const fuse_ctx* ctx = fuse_req_ctx(req);
@@ -515,8 +552,8 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
 }  // namespace
 
 FuseBridge::FuseBridge(FileSystem* fs, ControlFiles* control, HintIoctls* hints,
-                       const MountOptions& options)
-    : fs_(fs), control_(control), hints_(hints), options_(options) {}
+                       Statistics* statistics, const MountOptions& options)
+    : fs_(fs), control_(control), hints_(hints), statistics_(statistics), options_(options) {}
 
 const fuse_lowlevel_ops* FuseBridge::Operations() {
   static const fuse_lowlevel_ops ops = [] {

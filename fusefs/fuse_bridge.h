@@ -9,6 +9,7 @@
 #include "fusefs/control_files.h"
 #include "fusefs/filesystem.h"
 #include "fusefs/mount_options.h"
+#include "util/statistics.h"
 
 namespace tipfs::fusefs {
 
@@ -17,8 +18,8 @@ class HintIoctls;
 class FuseBridge {
  public:
   // REQUIRES: everything passed outlives the bridge. `hints` may be null (ioctls then fail
-  // with ENOTTY).
-  FuseBridge(FileSystem* fs, ControlFiles* control, HintIoctls* hints,
+  // with ENOTTY), `statistics` too (nothing is counted).
+  FuseBridge(FileSystem* fs, ControlFiles* control, HintIoctls* hints, Statistics* statistics,
              const MountOptions& options);
 
   // The operations table; userdata for fuse_session_new must be this bridge.
@@ -27,12 +28,14 @@ class FuseBridge {
   FileSystem* fs() const { return fs_; }
   ControlFiles* control() const { return control_; }
   HintIoctls* hints() const { return hints_; }
+  Statistics* statistics() const { return statistics_; }
   const MountOptions& options() const { return options_; }
 
  private:
   FileSystem* fs_;
   ControlFiles* control_;
   HintIoctls* hints_;
+  Statistics* statistics_;
   MountOptions options_;
 };
 

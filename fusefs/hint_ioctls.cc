@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fusefs/process_ids.h"
+#include "util/perf_context.h"
 #include "tipfs/hint.h"
 
 namespace tipfs::fusefs {
@@ -63,6 +64,7 @@ HintIoctls::~HintIoctls() {
 Status HintIoctls::Handle(const IoctlCaller& caller, uint64_t ino, int open_flags,
                           unsigned int command, const void* in, size_t in_size, size_t out_size,
                           std::string* out) {
+  PerfSection section(Subsystem::kHintProcessing);
   size_t expected;
   switch (command) {
     case TIPFS_IOC_HINT_FD: expected = sizeof(tipfs_hint_fd); break;
