@@ -482,8 +482,10 @@ void FileCache::HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64
                                     uint64_t length, uint64_t file_size, int64_t now) {
   counters_.bytes_hinted[static_cast<size_t>(HintSource::kSpeculative)] += length;
   if (options_.hints_ignored) return;
-  const uint32_t owner =
-      ctx.spec_owner != 0 ? ctx.spec_owner : static_cast<uint32_t>(ctx.spec_stream);
+  // Named streams (ids from 2^32 up) carry their process in the high half, as fusefs makes them.
+  const uint32_t owner = ctx.spec_owner != 0 ? ctx.spec_owner
+                         : ctx.spec_stream >> 32 != 0 ? static_cast<uint32_t>(ctx.spec_stream >> 32)
+                                                      : static_cast<uint32_t>(ctx.spec_stream);
   HintSegment segment{ino, offset, length, file_size, ctx.spec_epoch, HintSource::kSpeculative};
   if (!AppendHints(ctx.spec_stream, owner, HintSource::kSpeculative, ctx.spec_epoch, {segment},
                    now)

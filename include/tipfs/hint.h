@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
@@ -131,6 +132,183 @@ struct tipfs_spec_attach {
 #define TIPFS_IOC_QUERY _IOWR(TIPFS_IOC_MAGIC, 4, struct tipfs_query)
 #define TIPFS_IOC_SPEC_ATTACH _IOW(TIPFS_IOC_MAGIC, 5, struct tipfs_spec_attach)
 #define TIPFS_IOC_SPEC_DETACH _IOW(TIPFS_IOC_MAGIC, 6, struct tipfs_spec_attach)
+
+/* ---- Convenience helpers ------------------------------------------------------------------
+ * Header-only (static inline), no library to link. Each returns 0 on success or -1 with errno
+ * set, as ioctl(2) does; the errno values are those of tipfs_hint(3). `fd` is any open file or
+ * directory inside the tipfs mount (for tipfs_hint_segments and tipfs_hint_range: the file whose
+ * ranges are hinted, open for reading). Hints go to the caller's own stream unless a _stream
+ * variant names another. Function names never repeat a structure tag (tipfs_hint_query, not
+ * tipfs_query), so C++ code can keep naming the structures without the `struct` keyword. */
+
+static inline void tipfs_hint_header_init(struct tipfs_hint_header *h, uint32_t source,
+                                          uint64_t stream, uint32_t epoch, uint32_t count) {
+  h->version = TIPFS_HINT_VERSION;
+  h->source = source;
+  h->stream = stream;
+  h->epoch = epoch;
+  h->count = count;
+}
+
+/* Hints `n` segments of the file open on `fd`, in the order they will be read. Any n: more than
+ * TIPFS_FD_SEGMENTS_MAX go out in several calls, in order; on an error the segments before the
+ * failing call stay hinted. length 0 in a segment means "to end of file". */
+static inline int tipfs_hint_segments_stream(int fd, uint64_t stream, uint32_t source,
+                                             uint32_t epoch, const struct tipfs_segment *segs,
+                                             size_t n) {
+  struct tipfs_hint_fd *req = (struct tipfs_hint_fd *)malloc(sizeof(*req));
+  size_t done = 0;
+  if (req == NULL) return -1; /* errno ENOMEM from malloc */
+  while (done < n) {
+    size_t chunk = n - done < TIPFS_FD_SEGMENTS_MAX ? n - done : TIPFS_FD_SEGMENTS_MAX;
+    memset(req, 0, sizeof(*req));
+    tipfs_hint_header_init(&req->header, source, stream, epoch, (uint32_t)chunk);
+    memcpy(req->segments, segs + done, chunk * sizeof(*segs));
+    if (ioctl(fd, TIPFS_IOC_HINT_FD, req) != 0) {
+      int saved = errno;
+      free(req);
+      errno = saved;
+      return -1;
+    }
+    done += chunk;
+  }
+  free(req);
+  return 0;
+}
+
+static inline int tipfs_hint_segments(int fd, const struct tipfs_segment *segs, size_t n,
+                                      uint32_t source) {
+  return tipfs_hint_segments_stream(fd, TIPFS_STREAM_SELF, source, 0, segs, n);
+}
+
+/* One range of the file open on `fd` (manual source, the caller's stream). */
+static inline int tipfs_hint_range(int fd, uint64_t offset, uint64_t length) {
+  struct tipfs_segment seg;
+  seg.offset = offset;
+  seg.length = length;
+  return tipfs_hint_segments(fd, &seg, 1, TIPFS_SOURCE_MANUAL);
+}
+
+/* Path hints are built in a struct tipfs_hint_paths (about 16 KiB; allocate it, or keep one per
+ * thread): init, add records until one does not fit (ENOSPC), send, and go on adding. */
+static inline void tipfs_hint_paths_init(struct tipfs_hint_paths *req, uint32_t source,
+                                         uint64_t stream, uint32_t epoch) {
+  tipfs_hint_header_init(&req->header, source, stream, epoch, 0);
+  req->bytes = 0;
+  req->reserved = 0;
+}
+
+/* Appends one path record. ENOSPC: it does not fit (send first); EINVAL: the path is empty or
+ * longer than 4095 bytes. The path is absolute inside the mount or relative to its root. */
+static inline int tipfs_hint_paths_add(struct tipfs_hint_paths *req, const char *path,
+                                       uint64_t offset, uint64_t length) {
+  struct tipfs_path_record record;
+  size_t path_length = strlen(path);
+  size_t padded = (path_length + 7u) & ~(size_t)7u;
+  size_t need = sizeof(record) + padded;
+  if (path_length == 0 || path_length > 4095) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (req->bytes + need > TIPFS_PATH_RECORDS_BYTES) {
+    errno = ENOSPC;
+    return -1;
+  }
+  record.offset = offset;
+  record.length = length;
+  record.path_length = (uint32_t)path_length;
+  record.reserved = 0;
+  memcpy(req->records + req->bytes, &record, sizeof(record));
+  memcpy(req->records + req->bytes + sizeof(record), path, path_length);
+  memset(req->records + req->bytes + sizeof(record) + path_length, 0, padded - path_length);
+  req->bytes += (uint32_t)need;
+  req->header.count += 1;
+  return 0;
+}
+
+/* Sends the records built so far (nothing to send is not an error) and empties the request for
+ * the next records; the header's source, stream and epoch are kept. */
+static inline int tipfs_hint_paths_send(int fd, struct tipfs_hint_paths *req) {
+  int rc = 0;
+  if (req->header.count > 0) rc = ioctl(fd, TIPFS_IOC_HINT_PATHS, req);
+  req->header.count = 0;
+  req->bytes = 0;
+  return rc == 0 ? 0 : -1;
+}
+
+/* Hints whole files by path, in order, batching as needed (the search-over-many-files case). */
+static inline int tipfs_hint_files(int fd, const char *const *paths, size_t n, uint32_t source) {
+  struct tipfs_hint_paths *req = (struct tipfs_hint_paths *)malloc(sizeof(*req));
+  size_t i;
+  int rc = 0;
+  if (req == NULL) return -1;
+  tipfs_hint_paths_init(req, source, TIPFS_STREAM_SELF, 0);
+  for (i = 0; i < n && rc == 0; ++i) {
+    if (tipfs_hint_paths_add(req, paths[i], 0, 0) == 0) continue;
+    if (errno != ENOSPC) {
+      rc = -1;
+      break;
+    }
+    rc = tipfs_hint_paths_send(fd, req);
+    if (rc == 0) rc = tipfs_hint_paths_add(req, paths[i], 0, 0);
+  }
+  if (rc == 0) rc = tipfs_hint_paths_send(fd, req);
+  {
+    int saved = errno;
+    free(req);
+    errno = saved;
+  }
+  return rc;
+}
+
+static inline int tipfs_hint_cancel_request(int fd, uint64_t stream, uint32_t epoch,
+                                            uint32_t flags) {
+  struct tipfs_cancel req;
+  memset(&req, 0, sizeof(req));
+  tipfs_hint_header_init(&req.header, TIPFS_SOURCE_MANUAL, stream, epoch, 0);
+  req.flags = flags;
+  return ioctl(fd, TIPFS_IOC_CANCEL, &req) == 0 ? 0 : -1;
+}
+
+/* Drops every outstanding hint of `stream` (TIPFS_STREAM_SELF: the caller's own). */
+static inline int tipfs_hint_cancel(int fd, uint64_t stream) {
+  return tipfs_hint_cancel_request(fd, stream, 0, 0);
+}
+
+/* Drops the hints of one epoch of `stream` (a speculation restart). */
+static inline int tipfs_hint_cancel_epoch(int fd, uint64_t stream, uint32_t epoch) {
+  return tipfs_hint_cancel_request(fd, stream, epoch, TIPFS_CANCEL_EPOCH);
+}
+
+/* Drops every hint of every stream of the calling process. */
+static inline int tipfs_hint_cancel_all(int fd) {
+  return tipfs_hint_cancel_request(fd, TIPFS_STREAM_SELF, 0, TIPFS_CANCEL_ALL);
+}
+
+/* Fills *out with the state of `stream` and the mount's cache counters. */
+static inline int tipfs_hint_query(int fd, uint64_t stream, struct tipfs_query *out) {
+  memset(out, 0, sizeof(*out));
+  tipfs_hint_header_init(&out->header, TIPFS_SOURCE_MANUAL, stream, 0, 0);
+  return ioctl(fd, TIPFS_IOC_QUERY, out) == 0 ? 0 : -1;
+}
+
+/* Declares the calling process a speculating child hinting for `stream` in `epoch` (see
+ * TIPFS_IOC_SPEC_ATTACH); detach ends it. */
+static inline int tipfs_hint_spec_attach(int fd, uint64_t stream, uint32_t epoch,
+                                         int wait_for_data) {
+  struct tipfs_spec_attach req;
+  memset(&req, 0, sizeof(req));
+  tipfs_hint_header_init(&req.header, TIPFS_SOURCE_SPECULATIVE, stream, epoch, 0);
+  req.wait_for_data = wait_for_data ? 1u : 0u;
+  return ioctl(fd, TIPFS_IOC_SPEC_ATTACH, &req) == 0 ? 0 : -1;
+}
+
+static inline int tipfs_hint_spec_detach(int fd) {
+  struct tipfs_spec_attach req;
+  memset(&req, 0, sizeof(req));
+  tipfs_hint_header_init(&req.header, TIPFS_SOURCE_SPECULATIVE, TIPFS_STREAM_SELF, 0, 0);
+  return ioctl(fd, TIPFS_IOC_SPEC_DETACH, &req) == 0 ? 0 : -1;
+}
 
 #ifdef __cplusplus
 }

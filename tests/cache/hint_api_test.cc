@@ -34,7 +34,9 @@ HintBatch Batch(uint64_t stream, uint32_t owner, uint64_t ino, uint64_t file_siz
   b.owner = owner;
   b.source = source;
   b.epoch = epoch;
-  for (auto [offset, length] : ranges) b.extents.push_back(HintExtent{ino, offset, length, file_size});
+  for (auto [offset, length] : ranges) {
+    b.extents.push_back(HintExtent{ino, offset, length, file_size});
+  }
   return b;
 }
 

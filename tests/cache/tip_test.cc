@@ -1,0 +1,308 @@
+// The TIP manager on a FakeClock over modelled disks (EmulatedDisk: one request in service per
+// disk, 10 ms positioning per random request). Every number below follows from the model:
+// T_disk = 10 ms, T_hit = T_driver = 0 on a clock that does not move while the CPU works, and
+// T_cpu set by how far the test advances the clock between reads.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cache/file_cache.h"
+#include "stripe/emulation/emulated_disk.h"
+#include "tests/cache/cache_rig.h"
+
+namespace tipfs::cache {
+namespace {
+
+using testing::CacheRig;
+using testing::RandomBytes;
+using testing::Wrap;
+
+constexpr uint32_t kBlock = 4096;
+constexpr int64_t kMs = kNanosPerMilli;
+constexpr int64_t kAccess = 10 * kMs;
+
+// Each disk: 10 ms per request that does not continue the previous one, no transfer cost.
+struct Emulated {
+  std::vector<stripe::EmulatedDisk*> disks;
+  testing::WrapDisk Wrap() {
+    return [this](std::unique_ptr<stripe::Disk> inner, Clock* clock) {
+      stripe::EmulatedDiskOptions o;
+      o.model.profile = "test";
+      o.model.access_ns = kAccess;
+      o.burn_overhead = false;
+      auto disk = std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o);
+      disks.push_back(disk.get());
+      return std::unique_ptr<stripe::Disk>(std::move(disk));
+    };
+  }
+};
+
+CacheOptions Options(uint64_t blocks) {
+  CacheOptions o;
+  o.block_size = kBlock;
+  o.capacity_bytes = blocks * kBlock;
+  o.readahead = false;
+  return o;
+}
+
+// Writes a file straight onto the in-memory disks under the emulation (untimed), as if it had
+// been written long ago.
+std::string WriteRaw(CacheRig& rig, uint64_t ino, uint64_t blocks, uint64_t seed) {
+  std::string data = RandomBytes(blocks * kBlock, seed);
+  std::vector<stripe::Extent> pieces;
+  rig.io->layout().Map(ino, 0, data.size(), &pieces);
+  for (const stripe::Extent& p : pieces) {
+    stripe::DiskRequest w;
+    w.kind = stripe::DiskRequest::Kind::kWrite;
+    w.object = ino;
+    w.offset = p.object_offset;
+    w.length = p.length;
+    w.buffer = data.data() + p.file_offset;
+    w.done = [](Result<uint64_t> r) { EXPECT_TRUE(r.ok()); };
+    rig.mems[p.disk]->Submit(std::move(w));
+  }
+  return data;
+}
+
+// One segment per block, last block first: every request is a random access on its disk.
+HintBatch Reverse(uint64_t stream, uint64_t ino, uint64_t blocks, HintSource source =
+                  HintSource::kManual, uint32_t epoch = 0) {
+  HintBatch b;
+  b.stream = stream;
+  b.owner = static_cast<uint32_t>(stream);
+  b.source = source;
+  b.epoch = epoch;
+  for (uint64_t i = blocks; i-- > 0;) {
+    b.extents.push_back(HintExtent{ino, i * kBlock, kBlock, blocks * kBlock});
+  }
+  return b;
+}
+
+ReadContext Reader(uint32_t pid) { return ReadContext{pid, pid}; }
+
+TEST(TipTest, EstimatorsMeasureDiskTimeAndComputeTime) {
+  Emulated emu;
+  CacheRig rig(1, kBlock, Options(64), Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 2, 16, 1);
+  EXPECT_DOUBLE_EQ(rig.cache->Stats().t_disk_nanos[0], 5.0 * kMs);  // the initial assumption
+  for (uint64_t b : {15, 13, 11, 9, 7}) {
+    ASSERT_EQ(rig.ReadWaiting(Reader(100), 2, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+    rig.clock.Advance(2 * kMs);  // the application computes for 2 ms per block
+  }
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_DOUBLE_EQ(stats.t_disk_nanos[0], 10.0 * kMs);
+  EXPECT_EQ(stats.stall_nanos, 5u * 10 * kMs);
+  EXPECT_EQ(stats.demand_misses, 5u);
+  // P = T_disk / (T_cpu + T_hit + T_driver) = 10 ms / 2 ms.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 2, 4)).ok());
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(100).horizon, 5.0);
+  // A process that never read has T_cpu = 0: its horizon is as deep as the cache.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(200, 2, 4)).ok());
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(200).horizon, 64.0);
+}
+
+TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
+  Emulated emu;
+  CacheRig rig(4, kBlock, Options(256), Wrap::kNone, emu.Wrap());
+  const std::string warm = WriteRaw(rig, 2, 8, 2);
+  const std::string data = WriteRaw(rig, 1, 64, 3);
+  // Teach the cache this reader's pace: 5 ms of computation per block. P = 10 / 5 = 2.
+  for (uint64_t b = 8; b-- > 0;) {
+    rig.clock.Advance(5 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(Reader(100), 2, b * kBlock, kBlock, warm.size()),
+              warm.substr(b * kBlock, kBlock));
+  }
+  const CacheStats before = rig.cache->Stats();
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 64)).ok());
+  EXPECT_TRUE(rig.cache->Contains(1, 63));
+  EXPECT_TRUE(rig.cache->Contains(1, 62));
+  EXPECT_FALSE(rig.cache->Contains(1, 61));  // beyond the horizon, although buffers are free
+  for (uint64_t b = 64; b-- > 0;) {
+    rig.clock.Advance(5 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(Reader(100), 1, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+    // After consuming block b, exactly the next P = 2 hinted blocks are cached or in flight.
+    for (uint64_t ahead = 1; ahead <= 3 && ahead <= b; ++ahead) {
+      EXPECT_EQ(rig.cache->Contains(1, b - ahead), ahead <= 2) << "block " << b - ahead;
+    }
+  }
+  const CacheStats after = rig.cache->Stats();
+  EXPECT_EQ(after.hinted_prefetched, 64u);
+  EXPECT_EQ(after.hinted_used, 64u);
+  // Only the first block was waited for (its prefetch had 5 of its 10 ms to go).
+  EXPECT_EQ(after.demand_misses - before.demand_misses, 1u);
+  EXPECT_EQ(after.inflight_waits - before.inflight_waits, 1u);
+  EXPECT_EQ(after.stall_nanos - before.stall_nanos, uint64_t{5 * kMs});
+  EXPECT_EQ(rig.cache->QueryStream(100).blocks_consumed, 64u);
+  EXPECT_DOUBLE_EQ(after.prefetch_horizon, 2.0);
+}
+
+TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
+  Emulated emu;
+  CacheOptions o = Options(256);
+  o.hints_ignored = true;
+  CacheRig rig(4, kBlock, o, Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 1, 16, 4);
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 16)).ok());
+  for (uint64_t b = 16; b-- > 0;) {
+    rig.clock.Advance(5 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(Reader(100), 1, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+  }
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.hinted_prefetched, 0u);
+  EXPECT_EQ(stats.demand_misses, 16u);
+  EXPECT_EQ(stats.stall_nanos, 16u * kAccess);
+  EXPECT_EQ(stats.bytes_hinted[0], 16u * kBlock);
+}
+
+TEST(TipTest, LruKeepsAHotSetAgainstUselessHints) {
+  Emulated emu;
+  CacheRig rig(1, kBlock, Options(32), Wrap::kNone, emu.Wrap());
+  const std::string hot = WriteRaw(rig, 3, 16, 5);
+  WriteRaw(rig, 4, 200, 6);
+  auto pass = [&] {
+    for (uint64_t b = 0; b < 16; ++b) {
+      rig.clock.Advance(1 * kMs);
+      ASSERT_EQ(rig.ReadWaiting(Reader(100), 3, b * kBlock, kBlock, hot.size()),
+                hot.substr(b * kBlock, kBlock));
+    }
+  };
+  for (int i = 0; i < 4; ++i) pass();
+  const CacheStats before = rig.cache->Stats();
+  EXPECT_EQ(before.demand_misses, 16u);
+  // Another process discloses 200 blocks it will never read.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(200, 4, 200)).ok());
+  for (int i = 0; i < 30; ++i) pass();
+  const CacheStats after = rig.cache->Stats();
+  EXPECT_EQ(after.demand_misses, before.demand_misses);  // the hot set never left
+  EXPECT_EQ(after.demand_hits - before.demand_hits, 30u * 16);
+  // The useless hints got only the buffers nobody else used.
+  EXPECT_LE(after.hinted_prefetched, 16u);
+  EXPECT_GT(after.hinted_prefetched, 0u);
+}
+
+TEST(TipTest, HintsTakeBuffersFromColdLruData) {
+  Emulated emu;
+  CacheRig rig(2, kBlock, Options(32), Wrap::kNone, emu.Wrap());
+  const std::string cold = WriteRaw(rig, 3, 24, 7);
+  const std::string data = WriteRaw(rig, 4, 48, 8);
+  for (uint64_t b = 24; b-- > 0;) {
+    rig.clock.Advance(1 * kMs);
+    rig.ReadWaiting(Reader(100), 3, b * kBlock, kBlock, cold.size());
+  }
+  ASSERT_TRUE(rig.cache->Hint(Reverse(200, 4, 48)).ok());
+  for (uint64_t b = 48; b-- > 0;) {
+    rig.clock.Advance(6 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(Reader(200), 4, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+  }
+  CacheStats stats = rig.cache->Stats();
+  // Data read once and never again is worth nothing at the LRU tail: hints displace it.
+  EXPECT_GE(stats.hinted_prefetched, 40u);
+  EXPECT_GE(stats.hinted_used, 40u);
+  EXPECT_GT(stats.evictions, 16u);
+}
+
+TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
+  Emulated emu;
+  CacheOptions o = Options(32);
+  o.max_prefetches_per_disk = 4;
+  CacheRig rig(1, kBlock, o, Wrap::kNone, emu.Wrap());
+  const std::string kept = WriteRaw(rig, 6, 12, 9);
+  WriteRaw(rig, 5, 20, 10);
+  const std::string other = WriteRaw(rig, 7, 20, 11);
+  for (uint64_t b = 12; b-- > 0;) {
+    rig.clock.Advance(1 * kMs);
+    rig.ReadWaiting(Reader(100), 6, b * kBlock, kBlock, kept.size());
+  }
+  // A speculating process hints 20 blocks in epoch 1; 4 go out (the per-disk bound).
+  const uint64_t requests = rig.DiskRequests();
+  ASSERT_TRUE(rig.cache->Hint(Reverse(300, 5, 20, HintSource::kSpeculative, 1)).ok());
+  EXPECT_EQ(rig.DiskRequests() - requests, 4u);
+  // Speculation restarts: the epoch's queued prefetches are dropped at once.
+  ASSERT_TRUE(rig.cache->Cancel(300, 1u).ok());
+  EXPECT_EQ(rig.cache->QueryStream(300).hinted_bytes, 0u);
+  rig.clock.Advance(100 * kMs);
+  EXPECT_EQ(rig.DiskRequests() - requests, 4u);
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.hinted_cancelled, 20u);
+  EXPECT_EQ(stats.evict_first_buffers, 4u);
+  EXPECT_LT(stats.accuracy[1], 0.5);  // 20 unused against a prior of 8
+  EXPECT_DOUBLE_EQ(stats.accuracy[0], 1.0);
+  // Filling the cache evicts the four useless blocks before any block a reader used.
+  for (uint64_t b = 20; b-- > 0;) {
+    rig.clock.Advance(1 * kMs);
+    rig.ReadWaiting(Reader(400), 7, b * kBlock, kBlock, other.size());
+  }
+  stats = rig.cache->Stats();
+  EXPECT_EQ(stats.hinted_evicted_unused, 4u);
+  for (uint64_t b = 0; b < 12; ++b) EXPECT_TRUE(rig.cache->Contains(6, b)) << b;
+}
+
+TEST(TipTest, ConcurrentHintersShareFairly) {
+  Emulated emu;
+  // Four buffers for two readers that each want P = 10 ms / 2 ms = 5 blocks ahead.
+  CacheRig rig(4, kBlock, Options(4), Wrap::kNone, emu.Wrap());
+  const std::string a = WriteRaw(rig, 1, 100, 12);
+  const std::string b = WriteRaw(rig, 2, 100, 13);
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 100)).ok());
+  ASSERT_TRUE(rig.cache->Hint(Reverse(200, 2, 100)).ok());
+  int64_t stall[2] = {0, 0};
+  for (uint64_t i = 100; i-- > 0;) {
+    rig.clock.Advance(2 * kMs);
+    std::string out[2] = {std::string(kBlock, '\0'), std::string(kBlock, '\0')};
+    bool done[2] = {false, false};
+    int64_t start = rig.clock.NowNanos();
+    for (int r = 0; r < 2; ++r) {
+      rig.cache->ReadAsync(Reader(r == 0 ? 100 : 200), r == 0 ? 1 : 2, i * kBlock, kBlock,
+                           100 * kBlock, out[r].data(), [&, r](Result<size_t> res) {
+                             EXPECT_TRUE(res.ok());
+                             stall[r] += rig.clock.NowNanos() - start;
+                             done[r] = true;
+                           });
+    }
+    while (!(done[0] && done[1]) && rig.clock.AdvanceToNext()) {
+    }
+    ASSERT_TRUE(done[0] && done[1]);
+    EXPECT_EQ(out[0], a.substr(i * kBlock, kBlock));
+    EXPECT_EQ(out[1], b.substr(i * kBlock, kBlock));
+  }
+  const StreamInfo sa = rig.cache->QueryStream(100);
+  const StreamInfo sb = rig.cache->QueryStream(200);
+  EXPECT_EQ(sa.blocks_consumed, 100u);
+  EXPECT_EQ(sb.blocks_consumed, 100u);
+  // Same pace, same disks: neither starves. Prefetches and stall within 20% of each other.
+  EXPECT_GT(sa.blocks_prefetched, 50u);
+  EXPECT_GT(sb.blocks_prefetched, 50u);
+  EXPECT_NEAR(static_cast<double>(sa.blocks_prefetched), static_cast<double>(sb.blocks_prefetched),
+              0.2 * sa.blocks_prefetched);
+  EXPECT_NEAR(static_cast<double>(stall[0]), static_cast<double>(stall[1]), 0.2 * stall[0] + kMs);
+}
+
+TEST(TipTest, WarmupPrefetchesInOrderIntoTheLru) {
+  Emulated emu;
+  CacheRig rig(2, kBlock, Options(64), Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 1, 30, 14);
+  HintBatch warm;
+  warm.stream = 500;
+  warm.owner = 500;
+  warm.source = HintSource::kWarmup;
+  warm.extents.push_back(HintExtent{1, 0, data.size(), data.size()});
+  ASSERT_TRUE(rig.cache->Hint(warm).ok());
+  while (rig.clock.AdvanceToNext()) {
+  }
+  for (uint64_t b = 0; b < 30; ++b) EXPECT_TRUE(rig.cache->Contains(1, b)) << b;
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.warmup_prefetched, 30u);
+  EXPECT_EQ(stats.lru_buffers, 30u);
+  EXPECT_FALSE(rig.cache->QueryStream(500).exists);  // done: the stream is gone
+  // Anyone's reads now hit.
+  EXPECT_EQ(rig.ReadWaiting(Reader(600), 1, 0, data.size(), data.size()), data);
+  EXPECT_EQ(rig.cache->Stats().demand_misses, 0u);
+}
+
+}  // namespace
+}  // namespace tipfs::cache
