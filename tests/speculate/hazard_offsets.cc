@@ -1,7 +1,7 @@
 // Hazard 1, shared open file descriptions: reads in pieces with read/readv/pread and lseek,
 // directory traversal with readdir (getdents64), fcntl(F_SETFL) and flock, while the run-ahead
 // path moves every one of those on the descriptions it shares with the program.
-// usage: hazard_offsets WATCHED_FILE WATCHED_BIG_DIR LOCK_FILE
+// usage: hazard_offsets WATCHED_FILE WATCHED_BIG_DIR LOCK_FILE (a text file off the mount)
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,16 +26,21 @@ void ReadPiece(int fd, size_t length, const char* label) {
 }
 
 // What the run-ahead does with the shared descriptions; none of it may reach the program.
+// Reads of the watched file come last: the first one the program does not make itself sends
+// speculation off track, and the program then ends the child.
 void DisturbSharedState(int fd, DIR* dir, int lock_fd) {
-  char buffer[65536];
-  lseek(fd, 0, SEEK_SET);
-  while (read(fd, buffer, sizeof(buffer)) > 0) {
-  }
-  lseek(fd, 7, SEEK_END);
   while (readdir(dir) != nullptr) {
   }
   fcntl(fd, F_SETFL, O_APPEND | O_NONBLOCK);
   flock(lock_fd, LOCK_UN);
+  char buffer[65536];
+  lseek(lock_fd, 0, SEEK_SET);  // the lock file is not on the mount: its reads are not hinted
+  while (read(lock_fd, buffer, sizeof(buffer)) > 0) {
+  }
+  lseek(fd, 7, SEEK_END);
+  lseek(fd, 0, SEEK_SET);
+  while (read(fd, buffer, sizeof(buffer)) > 0) {
+  }
 }
 
 }  // namespace
@@ -55,9 +60,11 @@ int main(int argc, char** argv) {
     names = Fnv(entry->d_name, strlen(entry->d_name), names);
   }
 
+  ReadPiece(lock_fd, 300, "plain");
   ReadPiece(fd, 100, "first");  // the first read of the mount: a child is forked here
   if (Speculating()) DisturbSharedState(fd, dir, lock_fd);
   ReadPiece(fd, 1000, "second");
+  ReadPiece(lock_fd, 300, "plain");
   lseek(fd, 5000, SEEK_SET);
   ReadPiece(fd, 3000, "after-seek-set");
   lseek(fd, -2000, SEEK_CUR);
@@ -77,6 +84,7 @@ int main(int argc, char** argv) {
   ReadPiece(fd, 4096, "tail");
   if (Speculating()) DisturbSharedState(fd, dir, lock_fd);
   ReadPiece(fd, 4096, "at-eof");
+  ReadPiece(lock_fd, 300, "plain");
 
   long count = 10;
   while (struct dirent* entry = readdir(dir)) {

@@ -30,7 +30,7 @@ TEST(SpecHazardTest, SharedFileDescriptionsKeepTheProgramsOffsetsFlagsAndLocks) 
                   std::to_string(i),
               "");
   }
-  WriteFile(scratch.root() + "/lock", "");
+  WriteFile(scratch.root() + "/lock", MakeText(3, 50000));
   std::vector<std::string> argv = {HAZARD_OFFSETS, scratch.watched() + "/data.txt",
                                    scratch.watched() + "/many", scratch.root() + "/lock"};
   RunResult plain = scratch.Run(argv, false);
