@@ -504,14 +504,13 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     const uint64_t block_start = b->key.index * block_size_;
     const uint64_t lo = std::max<uint64_t>(offset, block_start);
     const uint64_t hi = std::min<uint64_t>(offset + length, block_start + block_size_);
-    // Readers copy out of `data` without the lock; a buffer someone else holds is replaced,
-    // never changed in place.
-    if (b->data.use_count() > 1) {
-      std::shared_ptr<char[]> copy(new char[block_size_]);
-      std::memcpy(copy.get(), b->data.get(), block_size_);
-      b->data = std::move(copy);
-    }
-    std::memcpy(b->data.get() + (lo - block_start), data + (lo - offset), hi - lo);
+    // Readers copy out of `data` without the lock, so a cached buffer is never changed in place:
+    // the patched block is a new buffer (use_count() == 1 would not prove that a reader that
+    // just let go of the old one is done with it: that count is read without ordering).
+    std::shared_ptr<char[]> patched(new char[block_size_]);
+    std::memcpy(patched.get(), b->data.get(), block_size_);
+    std::memcpy(patched.get() + (lo - block_start), data + (lo - offset), hi - lo);
+    b->data = std::move(patched);
     ++counters_.write_blocks_updated;
   }
   ++inode->epoch;

@@ -231,6 +231,68 @@ TEST(FileCacheTest, ConcurrentWritesAndReadsNeverGoBackInTime) {
   EXPECT_EQ(rig.Read(kReader, kIno, 0, kSize, kSize), std::string(kSize, static_cast<char>(200)));
 }
 
+TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
+  // Small cache, read-ahead on, hints in flight: eviction, fetch joins, the manager and writes
+  // all interleave. Every read must return the bytes of the model.
+  CacheOptions o = SmallCache(16);
+  o.readahead = true;
+  CacheRig rig(3, kUnit, o);
+  constexpr int kFiles = 6;
+  constexpr size_t kSize = 40 * 4096;
+  std::vector<std::string> files;
+  for (int f = 0; f < kFiles; ++f) {
+    files.push_back(RandomBytes(kSize, 100 + f));
+    ASSERT_TRUE(rig.io->Write(f + 1, 0, files[f].data(), kSize).ok());
+  }
+  // File 0 is rewritten with the same bytes while others read it: coherence under writes.
+  std::atomic<int> failures{0};
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 rng(1);
+    while (!stop.load()) {
+      const uint64_t offset = rng() % (kSize - 10'000);
+      if (!rig.cache->Write(1, offset, files[0].data() + offset, 10'000).ok()) ++failures;
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      const uint32_t pid = 500 + t;
+      for (int i = 0; i < 1500; ++i) {
+        const int f = static_cast<int>(rng() % kFiles);
+        const uint64_t offset = rng() % kSize;
+        const size_t length = 1 + rng() % 20'000;
+        if (i % 50 == 0) {
+          HintBatch batch;
+          batch.stream = pid;
+          batch.owner = pid;
+          for (int k = 0; k < 8; ++k) {
+            batch.extents.push_back(HintExtent{uint64_t(f + 1), (offset + k * 4096) % kSize, 4096,
+                                               kSize});
+          }
+          if (!rig.cache->Hint(batch).ok()) ++failures;
+        }
+        std::string out(length, '\0');
+        Result<size_t> n = rig.cache->Read(ReadContext{pid, pid}, f + 1, offset, length, kSize,
+                                           out.data());
+        const size_t want = std::min<size_t>(length, kSize - offset);
+        if (!n.ok() || *n != want || out.compare(0, want, files[f], offset, want) != 0) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& r : readers) r.join();
+  stop.store(true);
+  writer.join();
+  EXPECT_EQ(failures.load(), 0);
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_LE(stats.lru_buffers + stats.evict_first_buffers + stats.hinted_buffers +
+                stats.fetching_buffers,
+            16u);
+}
+
 TEST(FileCacheTest, DiskErrorIsEioAndNotCached) {
   CacheRig rig(2, kUnit, SmallCache(64), Wrap::kFaulty);
   const std::string data = RandomBytes(32'768, 6);
