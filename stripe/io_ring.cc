@@ -33,6 +33,8 @@ constexpr size_t kMaxDeferredRings = 8;
 thread_local int t_batch_depth = 0;
 thread_local IoRing* t_deferred[kMaxDeferredRings];
 thread_local size_t t_deferred_count = 0;
+// > 0 while this thread runs finish callbacks (it then never reaps inline).
+thread_local int t_reap_depth = 0;
 
 // Marks `ring` as needing a flush at scope end; false when the thread's table is full.
 bool DeferSubmit(IoRing* ring) {
@@ -60,18 +62,9 @@ IoRing::IoRing(uint32_t entries) : entries_(entries) {}
 IoRing::~IoRing() {
   if (!completion_thread_.joinable()) return;  // io_uring_queue_init failed; nothing to tear down
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(idle_mu_);
     stopping_ = true;
-    // A NOP without user data wakes the completion thread and tells it to stop. There is room:
-    // owners drained their ops, and submitted SQEs leave the SQ at once.
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (sqe == nullptr) {
-      std::fprintf(stderr, "INTERNAL ERROR: IoRing destroyed with a full submission queue\n");
-      std::abort();
-    }
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data(sqe, nullptr);
-    SubmitLocked();
+    idle_cv_.notify_one();
   }
   completion_thread_.join();
   io_uring_queue_exit(&ring_);
@@ -97,7 +90,7 @@ void IoRing::Submit(Op* op) {
   op->transferred = 0;
   op->retries = 0;
   op->next = nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (in_flight_ >= entries_) {
     // Ring full: queue in FIFO order; a completion will prepare it (never dropped).
     ++queued_total_;
@@ -113,6 +106,9 @@ void IoRing::Submit(Op* op) {
   PrepareLocked(op);
   if (t_batch_depth > 0 && DeferSubmit(this)) return;
   SubmitLocked();
+  lock.unlock();
+  ReapInline();
+  WakeCompletionThreadIfNeeded();
 }
 
 void IoRing::PrepareLocked(Op* op) {
@@ -139,6 +135,7 @@ void IoRing::PrepareLocked(Op* op) {
   }
   io_uring_sqe_set_data(sqe, op);
   TIPFS_TSAN_RELEASE(op);
+  in_kernel_.fetch_add(1);
 }
 
 void IoRing::SubmitLocked() {
@@ -154,8 +151,39 @@ void IoRing::SubmitLocked() {
 }
 
 void IoRing::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  SubmitLocked();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SubmitLocked();
+  }
+  ReapInline();
+  WakeCompletionThreadIfNeeded();
+}
+
+bool IoRing::CqNonEmpty() const {
+  // An unlocked peek with atomic loads (io_uring_cq_ready reads the head non-atomically, which
+  // races with a reaper advancing it on another thread).
+  return __atomic_load_n(ring_.cq.ktail, __ATOMIC_ACQUIRE) !=
+         __atomic_load_n(ring_.cq.khead, __ATOMIC_RELAXED);
+}
+
+void IoRing::WakeCompletionThreadIfNeeded() {
+  // Ops still in the kernel (not finished inside io_uring_submit) need the completion thread.
+  // Dekker-style with CompletionLoop: we stored in_kernel_ before loading idle_, it stores idle_
+  // before loading in_kernel_ (all seq_cst), so one of us sees the other.
+  if (in_kernel_.load() == 0 || !completion_idle_.load()) return;
+  std::lock_guard<std::mutex> lock(idle_mu_);
+  idle_cv_.notify_one();
+}
+
+void IoRing::ReapInline() {
+  // Nested inside a finish callback: leave it to the completion thread (bounded recursion).
+  if (t_reap_depth > 0) return;
+  // A buffered read that hits the page cache completes inside io_uring_submit; finishing it here
+  // saves two thread wake-ups (completion thread, then the waiting caller).
+  if (!CqNonEmpty()) return;
+  std::unique_lock<std::mutex> cq_lock(cq_mu_, std::try_to_lock);
+  if (!cq_lock.owns_lock()) return;  // the completion thread is draining; it will finish them
+  Reap(std::move(cq_lock));
 }
 
 void IoRing::FlushThisThread() {
@@ -206,69 +234,85 @@ bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
 }
 
 void IoRing::CompletionLoop() {
-  std::vector<Op*> again;
-  std::vector<std::pair<Op*, int64_t>> finished;
-  bool stop = false;
-  while (!stop) {
-    io_uring_cqe* cqe = nullptr;
-    const int r = io_uring_wait_cqe(&ring_, &cqe);
-    if (r == -EINTR || r == -EAGAIN) continue;
-    if (r < 0) {
-      std::fprintf(stderr, "INTERNAL ERROR: io_uring_wait_cqe: %s\n", std::strerror(-r));
-      std::abort();
-    }
-    unsigned head;
-    unsigned seen = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      ++seen;
-      Op* op = static_cast<Op*>(io_uring_cqe_get_data(cqe));
-      if (op == nullptr) {
-        stop = true;  // the destructor's NOP
-        continue;
-      }
-      TIPFS_TSAN_ACQUIRE(op);
-      int64_t result = 0;
-      if (HandleResult(op, cqe->res, &result)) {
-        finished.emplace_back(op, result);
-      } else {
-        again.push_back(op);
-      }
-    }
-    io_uring_cq_advance(&ring_, seen);
-
-    if (!again.empty()) {
-      // These ops keep their slots, so there is room in the SQ for them.
-      std::lock_guard<std::mutex> lock(mu_);
-      for (Op* op : again) PrepareLocked(op);
-      SubmitLocked();
-      again.clear();
-    }
-    if (finished.empty()) continue;
-    for (auto& [op, result] : finished) op->finish(op, result);
+  while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [op, result] : finished) {
-        op->done = nullptr;
-        op->owner = nullptr;
-        op->owner_data = nullptr;
-        op->next = free_list_;
-        free_list_ = op;
-      }
-      in_flight_ -= static_cast<uint32_t>(finished.size());
-      bool prepared = false;
-      while (pending_head_ != nullptr && in_flight_ < entries_) {
-        Op* op = pending_head_;
-        pending_head_ = op->next;
-        if (pending_head_ == nullptr) pending_tail_ = nullptr;
-        op->next = nullptr;
-        ++in_flight_;
-        PrepareLocked(op);
-        prepared = true;
-      }
-      if (prepared) SubmitLocked();
+      // Sleep while nothing is in the kernel: then no CQE can arrive, and a page-cache hit that
+      // completes inside io_uring_submit does not wake this thread at all.
+      std::unique_lock<std::mutex> lock(idle_mu_);
+      completion_idle_.store(true);
+      idle_cv_.wait(lock, [this] { return in_kernel_.load() > 0 || stopping_; });
+      completion_idle_.store(false);
+      if (stopping_ && in_kernel_.load() == 0) return;
     }
-    finished.clear();
+    // Waits without holding any lock; the CQEs themselves are read under cq_mu_ in Reap. Not
+    // io_uring_wait_cqe: it reads the CQ head non-atomically, racing with an inline reaper.
+    if (!CqNonEmpty()) {
+      const int r = io_uring_enter(ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS, nullptr);
+      if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+        std::fprintf(stderr, "INTERNAL ERROR: io_uring_enter: %s\n", std::strerror(-r));
+        std::abort();
+      }
+    }
+    Reap(std::unique_lock<std::mutex>(cq_mu_));
   }
+}
+
+void IoRing::Reap(std::unique_lock<std::mutex> cq_lock) {
+  // Per-thread scratch: Reap never nests on one thread (t_reap_depth), so no allocation per call.
+  thread_local std::vector<Op*> again;
+  thread_local std::vector<std::pair<Op*, int64_t>> finished;
+  unsigned head;
+  unsigned seen = 0;
+  io_uring_cqe* cqe;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    ++seen;
+    Op* op = static_cast<Op*>(io_uring_cqe_get_data(cqe));
+    TIPFS_TSAN_ACQUIRE(op);
+    int64_t result = 0;
+    if (HandleResult(op, cqe->res, &result)) {
+      finished.emplace_back(op, result);
+    } else {
+      again.push_back(op);
+    }
+  }
+  io_uring_cq_advance(&ring_, seen);
+  in_kernel_.fetch_sub(seen);
+  cq_lock.unlock();
+
+  if (!again.empty()) {
+    // These ops keep their slots, so there is room in the SQ for them.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Op* op : again) PrepareLocked(op);
+    SubmitLocked();
+    again.clear();
+  }
+  if (finished.empty()) return;
+  ++t_reap_depth;
+  for (auto& [op, result] : finished) op->finish(op, result);
+  --t_reap_depth;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [op, result] : finished) {
+      op->done = nullptr;
+      op->owner = nullptr;
+      op->owner_data = nullptr;
+      op->next = free_list_;
+      free_list_ = op;
+    }
+    in_flight_ -= static_cast<uint32_t>(finished.size());
+    bool prepared = false;
+    while (pending_head_ != nullptr && in_flight_ < entries_) {
+      Op* op = pending_head_;
+      pending_head_ = op->next;
+      if (pending_head_ == nullptr) pending_tail_ = nullptr;
+      op->next = nullptr;
+      ++in_flight_;
+      PrepareLocked(op);
+      prepared = true;
+    }
+    if (prepared) SubmitLocked();
+  }
+  finished.clear();
 }
 
 }  // namespace tipfs::stripe

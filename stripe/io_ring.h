@@ -5,13 +5,17 @@
 //   submitted  -> prepared as an SQE (or queued in FIFO order when `entries` ops are in flight;
 //                 queued ops are prepared as completions free slots, never dropped)
 //   completed  -> the completion thread reads its CQE (io_uring_for_each_cqe, then one
-//                 io_uring_cq_advance for the whole batch)
+//                 io_uring_cq_advance for the whole batch); a submitter that finds CQEs ready
+//                 right after io_uring_submit (page-cache hits complete inside the syscall)
+//                 drains them itself, saving two thread wake-ups
 //   short read/write resubmitted -> a read that returned fewer bytes than asked (but not 0) or a
 //                 short write is prepared again for the rest; a read returning 0 is the end of the
 //                 object: finished, short
 //   retried    -> -EINTR / -EAGAIN is prepared again unchanged (bounded)
-//   failed / finished -> op->finish(op, bytes or -errno) runs on the completion thread, then the op
-//                 goes back to the ring's free list
+//   failed / finished -> op->finish(op, bytes or -errno) runs on the thread that drained the CQE
+//                 (the completion thread, or inline in Submit/Flush), then the op goes back to the
+//                 ring's free list. A Submit made from inside a finish callback never drains
+//                 inline, so callbacks do not recurse.
 // At most `entries` ops are in flight, so neither the SQ nor the CQ (2 x entries) can overflow.
 //
 // Batching: inside an IoRing::SubmitBatch scope, Submit prepares SQEs but the io_uring_submit
@@ -25,6 +29,7 @@
 
 #include <liburing.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -96,6 +101,12 @@ class IoRing {
   void SubmitLocked();
   void Flush();
   void CompletionLoop();
+  // Finishes completions already in the CQ on the calling thread, if no one else is draining.
+  void ReapInline();
+  // Drains the CQ (cq_lock held on entry, released inside) and finishes what completed.
+  void Reap(std::unique_lock<std::mutex> cq_lock);
+  void WakeCompletionThreadIfNeeded();
+  bool CqNonEmpty() const;
   // Decides what a CQE means for its op: true when the op is finished.
   bool HandleResult(Op* op, int res, int64_t* final_result);
 
@@ -103,6 +114,9 @@ class IoRing {
   io_uring ring_;
   std::thread completion_thread_;
 
+  // Serializes reading the completion queue (the completion thread and inline reapers).
+  // Lock order: cq_mu_ is released before mu_ is taken; they are never held together.
+  std::mutex cq_mu_;
   mutable std::mutex mu_;
   uint32_t in_flight_ = 0;       // GUARDED_BY(mu_)
   Op* pending_head_ = nullptr;   // GUARDED_BY(mu_), FIFO of ops waiting for a slot
@@ -110,7 +124,13 @@ class IoRing {
   Op* free_list_ = nullptr;      // GUARDED_BY(mu_)
   std::vector<std::unique_ptr<Op[]>> op_chunks_;  // GUARDED_BY(mu_)
   uint64_t queued_total_ = 0;    // GUARDED_BY(mu_)
-  bool stopping_ = false;        // GUARDED_BY(mu_)
+
+  // SQEs prepared and not yet reaped. The completion thread sleeps on idle_cv_ while it is 0.
+  std::atomic<uint64_t> in_kernel_{0};
+  std::atomic<bool> completion_idle_{false};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  bool stopping_ = false;  // GUARDED_BY(idle_mu_)
 };
 
 }  // namespace tipfs::stripe

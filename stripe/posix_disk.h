@@ -15,8 +15,10 @@
 // also fsyncs its fan-out directory so the name survives a crash (new fan-out directories are
 // made durable when created). SyncAll is syncfs(2) of the backing file system.
 //
-// Thread-safety: all methods may be called concurrently. Lock order: PosixDisk::mu_ before
-// IoRing::mu_ is never needed (mu_ is released before submitting).
+// Thread-safety: all methods may be called concurrently. No syscall that waits for I/O runs under
+// mu_ (opens happen outside it; Submit releases it before handing the op to the ring), and mu_ is
+// never held together with the IoRing's locks. `done` may run inline, before Submit returns, when
+// the read hit the page cache (the ring finishes completions found right after submitting).
 #pragma once
 
 #include <atomic>
