@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs and builds (scripts/setup.sh), then runs the whole test suite: unit tests and the
+# integration tests that mount real tipfs volumes. `--long` adds the long crash/soak runs.
+# Leaves no mount behind, also when tests fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+
+cleanup() {
+  # A test that crashed may have left a mount under /tmp/tipfs-test-*: take it down.
+  grep -o ' /tmp/tipfs-test-[^ ]* fuse.tipfs' /proc/self/mountinfo 2>/dev/null | awk '{print $1}' |
+    while read -r mp; do umount -l "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+LABELS=(-LE long)
+[[ ${1:-} == --long ]] && LABELS=()
+ctest --test-dir build --output-on-failure -j"$(nproc)" "${LABELS[@]}"
