@@ -118,7 +118,8 @@ uint64_t CrashDisk::Overlay(const std::vector<HeldOp>& ops, uint64_t offset, uin
     const uint64_t op_end = op.offset + op.data->size();
     const uint64_t from = std::max(op.offset, offset);
     const uint64_t to = std::min(op_end, end);
-    if (from < to) std::memcpy(buffer + (from - offset), op.data->data() + (from - op.offset), to - from);
+    if (from < to)
+      std::memcpy(buffer + (from - offset), op.data->data() + (from - op.offset), to - from);
     size = std::max(size, op_end);
   }
   return size > offset ? std::min(length, size - offset) : 0;
@@ -362,7 +363,8 @@ Status CrashDisk::Crash(const CrashOptions& options) {
             const uint64_t to = std::min(end, (from / sector + 1) * sector);
             if (rng() & 1) {
               merged = MergeDiskErrors(
-                  merged, InnerWrite(object, from, op.data->data() + (from - op.offset), to - from));
+                  merged,
+                  InnerWrite(object, from, op.data->data() + (from - op.offset), to - from));
             }
             from = to;
           }

@@ -68,7 +68,7 @@ class CrashDisk : public Disk {
   struct HeldOp {
     uint64_t seq = 0;
     bool truncate = false;
-    uint64_t offset = 0;  // write: where; truncate: the new size
+    uint64_t offset = 0;                      // write: where; truncate: the new size
     std::shared_ptr<const std::string> data;  // write only
   };
   struct ObjectState {
@@ -92,7 +92,7 @@ class CrashDisk : public Disk {
   const std::unique_ptr<Disk> inner_;
   mutable std::mutex mu_;
   std::map<ObjectId, ObjectState> objects_;  // GUARDED_BY(mu_)
-  uint64_t next_seq_ = 1;                     // GUARDED_BY(mu_)
+  uint64_t next_seq_ = 1;                    // GUARDED_BY(mu_)
 };
 
 }  // namespace tipfs::stripe

@@ -56,7 +56,9 @@ Status FaultyDisk::Check(unsigned op, std::optional<ObjectId> object, const char
 
 void FaultyDisk::Submit(DiskRequest request) {
   const bool is_read = request.kind == DiskRequest::Kind::kRead;
-  const char* what = is_read ? "read" : request.kind == DiskRequest::Kind::kWrite ? "write" : "sync";
+  const char* what = is_read                                     ? "read"
+                     : request.kind == DiskRequest::Kind::kWrite ? "write"
+                                                                 : "sync";
   Status s = Check(is_read ? kReads : kWrites, request.object, what);
   if (!s.ok()) {
     request.done(std::move(s));

@@ -4,8 +4,8 @@
 // call, metadata calls included, fails. Requests that are not failed pass through to the inner
 // disk unchanged. A failed Submit completes inline (done runs before Submit returns).
 //
-// "Writes" are kWrite and kSync requests and Truncate/Remove/SyncAll; "reads" are kRead requests and Stat.
-// ListObjects and Usage fail only while the disk has disappeared.
+// "Writes" are kWrite and kSync requests and Truncate/Remove/SyncAll; "reads" are kRead requests
+// and Stat. ListObjects and Usage fail only while the disk has disappeared.
 //
 // Thread-safety: all methods may be called concurrently, including while requests are in flight.
 #pragma once

@@ -54,8 +54,8 @@ class IoRing {
     uint64_t length = 0;
     // Called once with the bytes transferred (>= 0) or -errno; then the op is recycled.
     void (*finish)(Op* op, int64_t result) = nullptr;
-    void* owner = nullptr;     // for finish: the PosixDisk
-    void* owner_data = nullptr;  // for finish: the fd handle
+    void* owner = nullptr;                       // for finish: the PosixDisk
+    void* owner_data = nullptr;                  // for finish: the fd handle
     std::function<void(Result<uint64_t>)> done;  // the caller's completion, moved in by owner
 
     // Ring-private.
@@ -118,12 +118,12 @@ class IoRing {
   // Lock order: cq_mu_ is released before mu_ is taken; they are never held together.
   std::mutex cq_mu_;
   mutable std::mutex mu_;
-  uint32_t in_flight_ = 0;       // GUARDED_BY(mu_)
-  Op* pending_head_ = nullptr;   // GUARDED_BY(mu_), FIFO of ops waiting for a slot
-  Op* pending_tail_ = nullptr;   // GUARDED_BY(mu_)
-  Op* free_list_ = nullptr;      // GUARDED_BY(mu_)
+  uint32_t in_flight_ = 0;                        // GUARDED_BY(mu_)
+  Op* pending_head_ = nullptr;                    // GUARDED_BY(mu_), FIFO of ops waiting for a slot
+  Op* pending_tail_ = nullptr;                    // GUARDED_BY(mu_)
+  Op* free_list_ = nullptr;                       // GUARDED_BY(mu_)
   std::vector<std::unique_ptr<Op[]>> op_chunks_;  // GUARDED_BY(mu_)
-  uint64_t queued_total_ = 0;    // GUARDED_BY(mu_)
+  uint64_t queued_total_ = 0;                     // GUARDED_BY(mu_)
 
   // SQEs prepared and not yet reaped. The completion thread sleeps on idle_cv_ while it is 0.
   std::atomic<uint64_t> in_kernel_{0};

@@ -47,7 +47,8 @@ namespace {
 
 constexpr char kLabelFile[] = "tipfs-label";
 constexpr char kLabelTmp[] = "tipfs-label.tmp";
-constexpr char kHeader[] = "# tipfs volume label: do not edit, the checksum covers every line above it";
+constexpr char kHeader[] =
+    "# tipfs volume label: do not edit, the checksum covers every line above it";
 constexpr uint32_t kMinStripeUnit = 4096;
 constexpr uint32_t kMaxStripeUnit = 64u << 20;
 constexpr size_t kMaxLabelBytes = 64 * 1024;
@@ -383,13 +384,14 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
     Result<Label> l = i == given.index ? first : ReadLabel(paths[i]);
     if (!l.ok()) {
       if (l.error() == ENOENT || l.error() == ENOTDIR) {
-        return Status::FromErrno(l.error(), "disk " + std::to_string(i) + " " + l.status().message());
+        return Status::FromErrno(l.error(),
+                                 "disk " + std::to_string(i) + " " + l.status().message());
       }
       return l.status().WithContext("disk " + std::to_string(i));
     }
     if (l->volume_uuid != given.volume_uuid) {
-      return Status::InvalidArgument(prefix + " belongs to another volume (uuid " +
-                                     l->volume_uuid + ", expected " + given.volume_uuid + ")");
+      return Status::InvalidArgument(prefix + " belongs to another volume (uuid " + l->volume_uuid +
+                                     ", expected " + given.volume_uuid + ")");
     }
     if (l->index != i) {
       return Status::InvalidArgument(prefix + " holds index " + std::to_string(l->index) +
@@ -397,9 +399,9 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
     }
     if (l->count != given.count || l->stripe_unit != given.stripe_unit) {
       return Status::InvalidArgument(
-          prefix + " disagrees with " + any_disk + " (count " + std::to_string(l->count) +
-          " vs " + std::to_string(given.count) + ", stripe unit " +
-          std::to_string(l->stripe_unit) + " vs " + std::to_string(given.stripe_unit) + ")");
+          prefix + " disagrees with " + any_disk + " (count " + std::to_string(l->count) + " vs " +
+          std::to_string(given.count) + ", stripe unit " + std::to_string(l->stripe_unit) + " vs " +
+          std::to_string(given.stripe_unit) + ")");
     }
     if (i == 0) disk0 = *l;
   }

@@ -12,9 +12,7 @@ Layout::Layout(uint32_t disk_count, uint32_t stripe_unit)
   assert(stripe_unit >= 4096 && (stripe_unit & (stripe_unit - 1)) == 0);
 }
 
-uint32_t Layout::StartDisk(ObjectId ino) const {
-  return static_cast<uint32_t>(ino % disk_count_);
-}
+uint32_t Layout::StartDisk(ObjectId ino) const { return static_cast<uint32_t>(ino % disk_count_); }
 
 uint32_t Layout::DiskOfUnit(ObjectId ino, uint64_t unit_index) const {
   // (start + k) mod N without overflow: both terms are reduced first.

@@ -96,10 +96,10 @@ class PosixDisk : public Disk {
 
   mutable std::mutex mu_;
   std::unordered_map<ObjectId, FdEntry*> map_;  // GUARDED_BY(mu_)
-  std::list<FdEntry*> lru_;                      // GUARDED_BY(mu_), most recently used first
-  size_t open_fds_ = 0;                          // GUARDED_BY(mu_)
+  std::list<FdEntry*> lru_;                     // GUARDED_BY(mu_), most recently used first
+  size_t open_fds_ = 0;                         // GUARDED_BY(mu_)
   // Bumped by Remove: an open that raced with a Remove must not enter the cache.
-  uint64_t remove_epoch_ = 0;                    // GUARDED_BY(mu_)
+  uint64_t remove_epoch_ = 0;  // GUARDED_BY(mu_)
   // Objects created whose directory entry has not been fsync'ed yet.
   std::unordered_set<ObjectId> unsynced_names_;  // GUARDED_BY(mu_)
 

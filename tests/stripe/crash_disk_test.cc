@@ -219,7 +219,8 @@ TEST(CrashDiskAsyncTest, OverlappingSyncsInFlightKeepWriteOrder) {
     int pending = 0;
     int failures = 0;
     std::vector<std::string> values;
-    for (int i = 0; i < 200; ++i) values.push_back(std::string(3000, static_cast<char>('a' + i % 26)));
+    for (int i = 0; i < 200; ++i)
+      values.push_back(std::string(3000, static_cast<char>('a' + i % 26)));
     for (int i = 0; i < 200; ++i) {
       DiskRequest w;
       w.kind = DiskRequest::Kind::kWrite;

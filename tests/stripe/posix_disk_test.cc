@@ -113,10 +113,10 @@ TEST_F(PosixDiskTest, ShortReadsAtObjectEndAndMissingObjects) {
   ASSERT_TRUE(Write(1, 0, std::string(100, 'x')).ok());
   EXPECT_EQ(Read(1, 0, 4096), std::string(100, 'x'));  // short: 100 of 4096
   EXPECT_EQ(Read(1, 60, 4096).size(), 40u);
-  EXPECT_EQ(Read(1, 100, 10).size(), 0u);  // exactly at the end
-  EXPECT_EQ(Read(1, 5000, 10).size(), 0u);  // past the end
-  EXPECT_EQ(Read(777, 0, 4096).size(), 0u);  // missing object: all hole
-  EXPECT_TRUE(Sync(777).ok());               // nothing to sync
+  EXPECT_EQ(Read(1, 100, 10).size(), 0u);                              // exactly at the end
+  EXPECT_EQ(Read(1, 5000, 10).size(), 0u);                             // past the end
+  EXPECT_EQ(Read(777, 0, 4096).size(), 0u);                            // missing object: all hole
+  EXPECT_TRUE(Sync(777).ok());                                         // nothing to sync
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/objects/09"));  // reads create nothing
   EXPECT_EQ(disk_->Stat(777).error(), ENOENT);
 }

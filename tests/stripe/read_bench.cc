@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return outstanding == 0; });
     });
-    std::printf("%-44s %7lluK %10.0f %8.2f\n", "pread of one native file", 
+    std::printf("%-44s %7lluK %10.0f %8.2f\n", "pread of one native file",
                 static_cast<unsigned long long>(block >> 10), native_mibps, 1.0);
     std::printf("%-44s %7lluK %10.0f %8.2f\n", "StripedIo::Read (blocking, 1 thread)",
                 static_cast<unsigned long long>(block >> 10), striped_mibps,
