@@ -10,7 +10,7 @@ TIPFS=$PWD/build/cli/tipfs
 WORK=$(mktemp -d /tmp/tipfs-demo-XXXXXX)
 MNT=$WORK/mnt
 cleanup() {
-  if grep -q " $MNT fuse.tipfs " /proc/self/mountinfo 2>/dev/null; then
+  if findmnt -n "$MNT" >/dev/null 2>&1; then
     "$TIPFS" umount "$MNT" || umount -l "$MNT" || true
   fi
   rm -rf "$WORK"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 cleanup() {
   # A test that crashed may have left a mount under /tmp/tipfs-test-*: take it down.
-  grep -o ' /tmp/tipfs-test-[^ ]* fuse.tipfs' /proc/self/mountinfo 2>/dev/null | awk '{print $1}' |
+  findmnt -rn -t fuse.tipfs -o TARGET 2>/dev/null | grep '^/tmp/tipfs-test-' |
     while read -r mp; do umount -l "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null || true; done
 }
 trap cleanup EXIT
