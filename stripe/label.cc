@@ -24,9 +24,11 @@
 // otherwise empty directory may hold lost+found (the root of a freshly made file system).
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
@@ -208,6 +210,7 @@ Result<std::string> NewUuid() {
 struct DirScan {
   std::string path;  // absolute, symlinks resolved
   bool has_label = false;
+  bool has_label_tmp = false;              // a label write that never completed
   std::vector<std::string> tipfs_entries;  // objects, meta, tipfs-label.tmp
   std::vector<std::string> other_entries;
 };
@@ -232,7 +235,9 @@ Result<DirScan> ScanDisk(const std::string& given) {
     if (name == "." || name == ".." || name == "lost+found") continue;
     if (name == kLabelFile) {
       scan.has_label = true;
-    } else if (name == "objects" || name == "meta" || name == kLabelTmp) {
+    } else if (name == kLabelTmp) {
+      scan.has_label_tmp = true;
+    } else if (name == "objects" || name == "meta") {
       scan.tipfs_entries.push_back(name);
     } else {
       scan.other_entries.push_back(name);
@@ -250,6 +255,24 @@ Status EraseTipfsEntries(const DirScan& scan) {
     if (ec) return Status::FromErrno(ec.value(), "mkfs: erase " + p.string() + ": " + ec.message());
   }
   return Status::OK();
+}
+
+// Cached object descriptors per disk. The soft RLIMIT_NOFILE is often 1024 while the hard one is
+// far higher, so it is raised (up to the hard limit) to fit the default cache on every disk; the
+// cache is then sized to use at most half of the limit, leaving the rest to the process.
+size_t FdBudgetPerDisk(uint32_t disk_count) {
+  const uint64_t want_total = uint64_t{disk_count} * PosixDisk::kDefaultMaxOpenFiles * 2 + 256;
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 64;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want_total) {
+    struct rlimit raised = rl;
+    raised.rlim_cur =
+        rl.rlim_max == RLIM_INFINITY ? want_total : std::min<rlim_t>(rl.rlim_max, want_total);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  if (rl.rlim_cur == RLIM_INFINITY) return PosixDisk::kDefaultMaxOpenFiles;
+  const uint64_t per_disk = rl.rlim_cur / 2 / disk_count;
+  return static_cast<size_t>(std::clamp<uint64_t>(per_disk, 16, PosixDisk::kDefaultMaxOpenFiles));
 }
 
 }  // namespace
@@ -329,6 +352,10 @@ Result<Label> Mkfs(const MkfsOptions& options) {
                                               "' but no tipfs label; refusing to touch it" +
                                               (options.force ? " even with --force" : ""));
     }
+    if (scan->has_label_tmp && !scan->has_label && !options.force) {
+      return Status::FromErrno(ENOTEMPTY, "mkfs: " + scan->path + " holds an unfinished " +
+                                              kLabelTmp + "; use --force to replace it");
+    }
     if (!scan->other_entries.empty() && !options.force) {
       return Status::FromErrno(ENOTEMPTY, "mkfs: " + scan->path + " is not empty (holds '" +
                                               scan->other_entries[0] +
@@ -348,7 +375,7 @@ Result<Label> Mkfs(const MkfsOptions& options) {
 
   for (uint32_t i = 0; i < n; ++i) {
     const DirScan& scan = scans[i];
-    if (scan.has_label) TIPFS_RETURN_IF_ERROR(EraseTipfsEntries(scan));
+    if (scan.has_label || scan.has_label_tmp) TIPFS_RETURN_IF_ERROR(EraseTipfsEntries(scan));
     Label mine = label;
     mine.index = i;
     // The label goes first: a crash before objects/ exists leaves a labelled directory that
@@ -409,9 +436,11 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
 
   Result<std::unique_ptr<IoRing>> ring = IoRing::Create(options.ring_entries);
   if (!ring.ok()) return ring.status().WithContext("open volume: io_uring unavailable");
+  const size_t max_open_files = FdBudgetPerDisk(given.count);
   std::vector<std::unique_ptr<Disk>> disks;
   for (uint32_t i = 0; i < given.count; ++i) {
-    Result<std::unique_ptr<PosixDisk>> d = PosixDisk::Open(paths[i], i, ring->get());
+    Result<std::unique_ptr<PosixDisk>> d =
+        PosixDisk::Open(paths[i], i, ring->get(), max_open_files);
     if (!d.ok()) return d.status();
     std::unique_ptr<Disk> disk = std::move(*d);
     if (options.wrap_disk) disk = options.wrap_disk(std::move(disk), i);

@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -152,6 +153,9 @@ Result<PosixDisk::FdEntry*> PosixDisk::Acquire(ObjectId object, bool create) {
   bool writable = false;
   bool created = false;
   Result<int> fd = OpenObject(object, create, &writable, &created);
+  if (!fd.ok() && (fd.error() == EMFILE || fd.error() == ENFILE) && ShedIdleFds() > 0) {
+    fd = OpenObject(object, create, &writable, &created);  // out of descriptors: once more
+  }
   if (!fd.ok()) return fd.status();
   if (*fd < 0) return static_cast<FdEntry*>(nullptr);
 
@@ -204,6 +208,28 @@ Result<PosixDisk::FdEntry*> PosixDisk::Acquire(ObjectId object, bool create) {
   CloseFd(to_close[0]);
   CloseFd(to_close[1]);
   return result;
+}
+
+size_t PosixDisk::ShedIdleFds() {
+  std::vector<int> to_close;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Half of the idle cached descriptors, least recently used first.
+    const size_t want = std::max<size_t>(1, map_.size() / 2);
+    auto it = lru_.end();
+    while (it != lru_.begin() && to_close.size() < want) {
+      --it;
+      FdEntry* e = *it;
+      if (e->refs > 0) continue;
+      it = lru_.erase(it);  // the next step's --it lands on the entry before this one
+      map_.erase(e->object);
+      to_close.push_back(e->fd);
+      delete e;
+      --open_fds_;
+    }
+  }
+  for (int fd : to_close) CloseFd(fd);
+  return to_close.size();
 }
 
 void PosixDisk::Release(FdEntry* entry) {

@@ -7,7 +7,8 @@
 // Failures become a Status naming this disk ("disk 2 (/srv/d2): read object ...: strerror").
 // Truncate, Remove, Stat, ListObjects, Usage and SyncAll are synchronous syscalls.
 //
-// Open file descriptors are cached per object (LRU, `max_open_files`). A request holds a
+// Open file descriptors are cached per object (LRU, `max_open_files`; when the process runs out
+// of descriptors, idle cached ones are closed and the open is retried once). A request holds a
 // reference on its descriptor while in flight, so Remove or eviction never closes an fd the kernel
 // is still using; the descriptor closes when the last reference goes.
 //
@@ -30,6 +31,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "stripe/disk.h"
 #include "stripe/io_ring.h"
@@ -80,6 +82,8 @@ class PosixDisk : public Disk {
   // `create` is false. Creates the object (and its fan-out directory) when `create`.
   Result<FdEntry*> Acquire(ObjectId object, bool create);
   void Release(FdEntry* entry);
+  // Closes idle cached descriptors (EMFILE relief); returns how many.
+  size_t ShedIdleFds();
   // Opens (and maybe creates) the object's file; *created tells whether this call created it.
   Result<int> OpenObject(ObjectId object, bool create, bool* writable, bool* created);
   Status SyncFanoutDirIfNew(ObjectId object);

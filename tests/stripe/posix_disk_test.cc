@@ -2,6 +2,7 @@
 #include "stripe/posix_disk.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -180,6 +181,33 @@ TEST_F(PosixDiskTest, FdCacheIsBounded) {
   EXPECT_LE(disk_->open_fds(), 8u);
   for (ObjectId o = 0; o < 50; ++o) EXPECT_EQ(Read(o, 0, 10), std::to_string(o));
   EXPECT_LE(disk_->open_fds(), 8u);
+}
+
+// Out of descriptors (EMFILE): idle cached descriptors are shed and the open is retried, so a disk
+// with a cache larger than the process limit keeps working.
+TEST_F(PosixDiskTest, RunningOutOfDescriptorsShedsIdleCachedOnes) {
+  Start(16, 1000);
+  size_t open_now = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd");
+       it != std::filesystem::directory_iterator(); ++it) {
+    ++open_now;
+  }
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old_limit), 0);
+  struct rlimit low = old_limit;
+  low.rlim_cur = open_now + 24;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  int failures = 0;
+  for (ObjectId o = 0; o < 200; ++o) {
+    if (!Write(o, 0, std::to_string(o)).ok()) ++failures;
+  }
+  for (ObjectId o = 0; o < 200; ++o) {
+    if (Read(o, 0, 10) != std::to_string(o)) ++failures;
+  }
+  const size_t cached = disk_->cached_fds();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old_limit), 0);
+  EXPECT_EQ(failures, 0);
+  EXPECT_LT(cached, 30u);
 }
 
 // Many threads, many requests, a ring far smaller than the load: every request completes once,

@@ -208,6 +208,16 @@ TEST_F(VolumeTest, MkfsRefusesExistingVolumeAndOtherFilesWithoutForce) {
                          other + " holds 'objects' but no tipfs label");
 }
 
+TEST_F(VolumeTest, UnfinishedLabelNeedsForce) {
+  auto dirs = MakeDirs(1);
+  WriteWholeFile(dirs[0] + "/tipfs-label.tmp", "half a label");
+  ExpectRefusedUnchanged([&] { return MkfsStatus(dirs); }, ENOTEMPTY,
+                         dirs[0] + " holds an unfinished tipfs-label.tmp");
+  ASSERT_TRUE(MkfsStatus(dirs, /*force=*/true).ok());
+  EXPECT_FALSE(std::filesystem::exists(dirs[0] + "/tipfs-label.tmp"));
+  EXPECT_TRUE(ReadLabel(dirs[0]).ok());
+}
+
 TEST_F(VolumeTest, MkfsAllowsLostAndFound) {
   auto dirs = MakeDirs(1);
   std::filesystem::create_directories(dirs[0] + "/lost+found");
