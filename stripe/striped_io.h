@@ -21,7 +21,8 @@ class StripedIo {
   Volume* volume() const { return volume_; }
 
   // Reads [offset, offset + length) of file `ino` into buffer, all disks in parallel. `done` runs
-  // once, after every piece completed, with the merged error (MergeDiskErrors).
+  // once, after every piece completed, with the merged error (MergeDiskErrors). It may run on the
+  // calling thread before ReadAsync returns (in-memory disks, page-cache hits, holes).
   void ReadAsync(ObjectId ino, uint64_t offset, uint64_t length, char* buffer,
                  DiskRequest::Priority priority, std::function<void(Status)> done);
   // Blocking forms.

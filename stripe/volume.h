@@ -45,6 +45,11 @@ struct MkfsOptions {
 
 // Writes a fresh label and an empty objects/ directory on every disk. With force, an existing
 // tipfs volume on those disks (labels, objects/, meta/) is erased first; other files are left.
+// objects/ or meta/ in a directory without a tipfs label are refused even with force; lost+found
+// is allowed. Errors: EINVAL (options, same directory twice), ENOENT/ENOTDIR, EACCES, EEXIST
+// (already a volume), ENOTEMPTY (other files). Label errors (ReadLabel, Open): ENOENT (missing
+// directory or label), EUCLEAN (corrupt), EPROTONOSUPPORT (format version), EINVAL (another
+// volume, wrong index, disagreeing labels).
 // Returns the label written to disk 0.
 Result<Label> Mkfs(const MkfsOptions& options);
 
