@@ -11,6 +11,7 @@
 
 #include "stripe/posix_disk.h"
 #include "stripe/striped_io.h"
+#include "tests/stripe/disk_requests.h"
 #include "tests/stripe/temp_dir.h"
 #include "tests/support/mem_disk.h"
 
@@ -29,16 +30,7 @@ class CrashDiskTest : public ::testing::Test {
     disk_ = std::make_unique<CrashDisk>(std::move(mem));
   }
   Result<uint64_t> Io(DiskRequest::Kind kind, ObjectId o, uint64_t off, uint64_t len, char* buf) {
-    Result<uint64_t> result = Status::IOError("not completed");
-    DiskRequest r;
-    r.kind = kind;
-    r.object = o;
-    r.offset = off;
-    r.length = len;
-    r.buffer = buf;
-    r.done = [&](Result<uint64_t> res) { result = std::move(res); };
-    disk_->Submit(std::move(r));  // MemDisk below completes inline
-    return result;
+    return testing::SubmitAndWait(disk_.get(), kind, o, off, len, buf);
   }
   void Write(ObjectId o, uint64_t off, const std::string& data) {
     ASSERT_EQ(*Io(DiskRequest::Kind::kWrite, o, off, data.size(), const_cast<char*>(data.data())),
@@ -214,39 +206,23 @@ TEST(CrashDiskAsyncTest, OverlappingSyncsInFlightKeepWriteOrder) {
   PosixDisk* inner = posix->get();
   {
     CrashDisk disk(std::move(*posix));
-    std::mutex mu;
-    std::condition_variable cv;
-    int pending = 0;
-    int failures = 0;
     std::vector<std::string> values;
-    for (int i = 0; i < 200; ++i)
-      values.push_back(std::string(3000, static_cast<char>('a' + i % 26)));
     for (int i = 0; i < 200; ++i) {
-      DiskRequest w;
-      w.kind = DiskRequest::Kind::kWrite;
-      w.object = 3;
-      w.offset = (i % 7) * 1000;  // overlapping ranges
-      w.length = values[i].size();
-      w.buffer = values[i].data();
-      w.done = [](Result<uint64_t>) {};
-      disk.Submit(std::move(w));
-      DiskRequest s;
-      s.kind = DiskRequest::Kind::kSync;
-      s.object = 3;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ++pending;
-      }
-      s.done = [&](Result<uint64_t> r) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!r.ok()) ++failures;
-        if (--pending == 0) cv.notify_all();
-      };
-      disk.Submit(std::move(s));
+      values.push_back(std::string(3000, static_cast<char>('a' + i % 26)));
     }
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return pending == 0; });
-    EXPECT_EQ(failures, 0);
+    testing::Completions completions;
+    std::vector<Result<uint64_t>> writes(200, Status::IOError("pending"));
+    std::vector<Result<uint64_t>> syncs(200, Status::IOError("pending"));
+    for (int i = 0; i < 200; ++i) {
+      // Overlapping ranges, each followed by a sync that is not waited for.
+      testing::SubmitTo(&disk, DiskRequest::Kind::kWrite, 3, (i % 7) * 1000, values[i].size(),
+                        values[i].data(), &completions, &writes[i]);
+      testing::SubmitTo(&disk, DiskRequest::Kind::kSync, 3, 0, 0, nullptr, &completions, &syncs[i]);
+    }
+    completions.Wait();
+    for (int i = 0; i < 200; ++i) {
+      EXPECT_TRUE(writes[i].ok() && syncs[i].ok()) << i;
+    }
     EXPECT_EQ(disk.held_ops(), 0u);
     // The model: replay the writes in order.
     std::string model;
@@ -256,23 +232,9 @@ TEST(CrashDiskAsyncTest, OverlappingSyncsInFlightKeepWriteOrder) {
       model.replace(off, 3000, values[i]);
     }
     std::string back(model.size() + 10, '\0');
-    DiskRequest r;
-    r.kind = DiskRequest::Kind::kRead;
-    r.object = 3;
-    r.length = back.size();
-    r.buffer = back.data();
-    Result<uint64_t> got = Status::IOError("pending");
-    bool finished = false;
-    r.done = [&](Result<uint64_t> res) {
-      std::lock_guard<std::mutex> l(mu);
-      got = std::move(res);
-      finished = true;
-      cv.notify_all();
-    };
-    lock.unlock();
-    inner->Submit(std::move(r));  // the inner disk itself, not the overlay
-    lock.lock();
-    cv.wait(lock, [&] { return finished; });
+    // The inner disk itself, not the overlay.
+    Result<uint64_t> got =
+        testing::SubmitAndWait(inner, DiskRequest::Kind::kRead, 3, 0, back.size(), back.data());
     ASSERT_TRUE(got.ok());
     back.resize(*got);
     EXPECT_EQ(back, model);

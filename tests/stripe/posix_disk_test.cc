@@ -12,38 +12,16 @@
 #include <random>
 #include <thread>
 
+#include "tests/stripe/disk_requests.h"
 #include "tests/stripe/temp_dir.h"
 
 namespace tipfs::stripe {
 namespace {
 
+using testing::Completions;
 using testing::ReadWholeFile;
+using testing::SubmitTo;
 using testing::TempDir;
-
-// Waits for a batch of async completions.
-class Completions {
- public:
-  std::function<void(Result<uint64_t>)> Callback(Result<uint64_t>* slot) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++pending_;
-    }
-    return [this, slot](Result<uint64_t> r) {
-      std::lock_guard<std::mutex> lock(mu_);
-      *slot = std::move(r);
-      if (--pending_ == 0) cv_.notify_all();
-    };
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return pending_ == 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int pending_ = 0;
-};
 
 class PosixDiskTest : public ::testing::Test {
  protected:
@@ -68,18 +46,7 @@ class PosixDiskTest : public ::testing::Test {
 
   Result<uint64_t> Io(DiskRequest::Kind kind, ObjectId object, uint64_t offset, uint64_t length,
                       char* buffer) {
-    Result<uint64_t> result = Status::IOError("never completed");
-    Completions c;
-    DiskRequest r;
-    r.kind = kind;
-    r.object = object;
-    r.offset = offset;
-    r.length = length;
-    r.buffer = buffer;
-    r.done = c.Callback(&result);
-    disk_->Submit(std::move(r));
-    c.Wait();
-    return result;
+    return testing::SubmitAndWait(disk_.get(), kind, object, offset, length, buffer);
   }
   Result<uint64_t> Write(ObjectId o, uint64_t off, const std::string& data) {
     return Io(DiskRequest::Kind::kWrite, o, off, data.size(), const_cast<char*>(data.data()));
@@ -227,14 +194,8 @@ TEST_F(PosixDiskTest, ConcurrentRequestsOverAFullRing) {
       Completions c;
       for (int i = 0; i < kRequests; ++i) {
         blocks[i] = std::string(kBlock, static_cast<char>('A' + (t * 7 + i) % 26));
-        DiskRequest r;
-        r.kind = DiskRequest::Kind::kWrite;
-        r.object = i % 24;
-        r.offset = (uint64_t(t) * kRequests + i) * kBlock;
-        r.length = kBlock;
-        r.buffer = blocks[i].data();
-        r.done = c.Callback(&results[i]);
-        disk_->Submit(std::move(r));
+        SubmitTo(disk_.get(), DiskRequest::Kind::kWrite, i % 24,
+                 (uint64_t(t) * kRequests + i) * kBlock, kBlock, blocks[i].data(), &c, &results[i]);
       }
       c.Wait();
       for (auto& r : results) {
@@ -243,14 +204,8 @@ TEST_F(PosixDiskTest, ConcurrentRequestsOverAFullRing) {
       std::vector<std::string> back(kRequests, std::string(kBlock, '\0'));
       Completions c2;
       for (int i = 0; i < kRequests; ++i) {
-        DiskRequest r;
-        r.kind = DiskRequest::Kind::kRead;
-        r.object = i % 24;
-        r.offset = (uint64_t(t) * kRequests + i) * kBlock;
-        r.length = kBlock;
-        r.buffer = back[i].data();
-        r.done = c2.Callback(&results[i]);
-        disk_->Submit(std::move(r));
+        SubmitTo(disk_.get(), DiskRequest::Kind::kRead, i % 24,
+                 (uint64_t(t) * kRequests + i) * kBlock, kBlock, back[i].data(), &c2, &results[i]);
       }
       c2.Wait();
       for (int i = 0; i < kRequests; ++i) {
@@ -275,14 +230,9 @@ TEST_F(PosixDiskTest, RemoveRacingInFlightRequests) {
     std::vector<Result<uint64_t>> results(64, Status::IOError("pending"));
     std::vector<std::string> reads(64, std::string(4096, '\0'));
     for (int i = 0; i < 64; ++i) {
-      DiskRequest r;
-      r.kind = i % 2 ? DiskRequest::Kind::kRead : DiskRequest::Kind::kWrite;
-      r.object = 42;
-      r.offset = uint64_t(i) * 4096;
-      r.length = 4096;
-      r.buffer = i % 2 ? reads[i].data() : const_cast<char*>(block.data());
-      r.done = c.Callback(&results[i]);
-      disk_->Submit(std::move(r));
+      SubmitTo(disk_.get(), i % 2 ? DiskRequest::Kind::kRead : DiskRequest::Kind::kWrite, 42,
+               uint64_t(i) * 4096, 4096, i % 2 ? reads[i].data() : const_cast<char*>(block.data()),
+               &c, &results[i]);
       if (i % 16 == 0) {
         ASSERT_TRUE(disk_->Remove(42).ok());
       }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "stripe/faulty_disk.h"
+#include "tests/stripe/disk_requests.h"
 #include "tests/support/mem_disk.h"
 
 namespace tipfs::stripe {
@@ -207,15 +208,7 @@ TEST(FaultyDiskTest, FailAfterObjectAndDisappear) {
   FaultyDisk disk(std::move(mem));
   auto submit = [&](DiskRequest::Kind kind, ObjectId object) {
     char buf[16] = {};
-    DiskRequest r;
-    r.kind = kind;
-    r.object = object;
-    r.length = sizeof(buf);
-    r.buffer = buf;
-    int err = -1;
-    r.done = [&](Result<uint64_t> res) { err = res.error(); };
-    disk.Submit(std::move(r));
-    return err;
+    return testing::SubmitAndWait(&disk, kind, object, 0, sizeof(buf), buf).error();
   };
   disk.FailAfter(2, FaultyDisk::kWrites, ENOSPC);
   EXPECT_EQ(submit(DiskRequest::Kind::kWrite, 1), 0);
