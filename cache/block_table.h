@@ -46,6 +46,9 @@ struct Block {
   uint64_t id = 0;    // unique for the table's life: tells a re-created block from an old one
   uint32_t disk = 0;  // the disk holding the block (TIP's per-disk T_disk, prefetch bounds)
   std::shared_ptr<char[]> data;  // the bytes when valid; readers copy the pointer, never the lock
+  // Bytes from the block's start that mirror the disks. A block at the end of a file is read only
+  // as far as the file went (a short disk transfer); a read that needs more fetches it again.
+  uint32_t valid_bytes = 0;
   Fetch* fetch = nullptr;        // non-null while in flight
   uint32_t hint_refs = 0;        // hinted accesses holding this block (TIP's hinted buffers)
   BlockOrigin origin = BlockOrigin::kDemand;

@@ -135,8 +135,15 @@ ReaderState* FileCache::Reader(uint32_t tgid, int64_t now) {
   return readers_.emplace(tgid, std::move(state)).first->second.get();
 }
 
+uint32_t FileCache::FetchLength(uint64_t index, uint64_t file_size) const {
+  const uint64_t start = index * block_size_;
+  if (file_size <= start) return 4096;
+  const uint64_t rest = (file_size - start + 4095) & ~uint64_t{4095};
+  return static_cast<uint32_t>(std::min<uint64_t>(rest, block_size_));
+}
+
 Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
-                                  int64_t now) {
+                                  uint64_t file_size, int64_t now) {
   Block* b = table_.Insert(ino, index, DiskOf(ino, index));
   b->origin = origin;
   b->used = origin == BlockOrigin::kDemand;
@@ -145,7 +152,9 @@ Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin orig
   f->disk = b->disk;
   f->prefetch = prefetch;
   f->submit_ns = now;
+  f->length = FetchLength(index, file_size);
   f->buffer.reset(new char[block_size_]);
+  if (f->length < block_size_) std::memset(f->buffer.get() + f->length, 0, block_size_ - f->length);
   f->block = b;
   f->inode_epoch = table_.GetInode(ino)->epoch;
   f->self = f;
@@ -246,6 +255,13 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
     uint32_t waits = 0;
     for (uint64_t index = first; index <= last; ++index) {
       Block* b = table_.Find(ino, index);
+      // Bytes of this block the read needs, from the block's start.
+      const uint64_t needed = std::min<uint64_t>(offset + n - index * block_size_, block_size_);
+      if (b != nullptr && needed > (b->valid() ? b->valid_bytes : b->fetch->length)) {
+        // Cached or coming only as far as the file went when it was read; the file has grown.
+        DropBlocks(ino, index, index);
+        b = nullptr;
+      }
       if (b != nullptr && b->valid()) {
         scratch.push_back(ReadPart{b->data, nullptr});
         if (!spec) OnDemandHit(b, now);
@@ -274,7 +290,7 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
           }
         }
         MakeRoom(Purpose::kDemand, now);
-        b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, now);
+        b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now);
       }
       scratch.push_back(ReadPart{nullptr, b->fetch->self});
       ++waits;
@@ -405,7 +421,7 @@ void FileCache::DrainIssues() {
       Fetch* raw = f.get();
       const int64_t t0 = clock_->NowNanos();
       raw->submit_ns = t0;
-      io_->ReadAsync(raw->key.ino, raw->key.index * block_size_, block_size_, raw->buffer.get(),
+      io_->ReadAsync(raw->key.ino, raw->key.index * block_size_, raw->length, raw->buffer.get(),
                      raw->prefetch ? stripe::DiskRequest::Priority::kPrefetch
                                    : stripe::DiskRequest::Priority::kDemand,
                      [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });
@@ -438,6 +454,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
                         inode->writers == 0;
       if (keep) {
         b->data = fetch->buffer;
+        b->valid_bytes = fetch->length;
         if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_prefetched;
         if (b->origin == BlockOrigin::kWarmup) ++counters_.warmup_prefetched;
         if (b->hint_refs == 0) PlaceUnheld(b);
@@ -511,6 +528,10 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     std::memcpy(patched.get(), b->data.get(), block_size_);
     std::memcpy(patched.get() + (lo - block_start), data + (lo - offset), hi - lo);
     b->data = std::move(patched);
+    // Bytes after a gap past the valid part are not known to be all the disks hold there.
+    if (lo - block_start <= b->valid_bytes) {
+      b->valid_bytes = std::max<uint32_t>(b->valid_bytes, static_cast<uint32_t>(hi - block_start));
+    }
     ++counters_.write_blocks_updated;
   }
   ++inode->epoch;

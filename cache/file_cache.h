@@ -247,8 +247,12 @@ class FileCache {
   void OnFetchDone(Fetch* fetch, Status status);
   void DrainIssues();
   // REQUIRES: mu_ held (for all below).
+  // A new block of `ino` read from the disks as far as a file of `file_size` bytes goes.
   Block* NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
-                         int64_t now);
+                         uint64_t file_size, int64_t now);
+  // Bytes of block `index` a read must fetch when the file is `file_size` long: up to the end
+  // of file rounded up to 4 KiB, at most a block.
+  uint32_t FetchLength(uint64_t index, uint64_t file_size) const;
   void OnDemandHit(Block* b, int64_t now);
   void PlaceUnheld(Block* b);
   void EvictBlock(Block* b);

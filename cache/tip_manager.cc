@@ -394,7 +394,8 @@ void FileCache::RunManager(int64_t now) {
     if (best == nullptr) break;
     if (!MakeRoomForPrefetch(best_benefit, best, now)) break;
     HintedAccess& a = best->at(best_index);
-    Block* b = NewFetchedBlock(a.ino, a.block, BlockOrigin::kHinted, /*prefetch=*/true, now);
+    Block* b = NewFetchedBlock(a.ino, a.block, BlockOrigin::kHinted, /*prefetch=*/true,
+                               a.file_size, now);
     b->hint_source = static_cast<uint8_t>(a.source);
     Hold(&a, b);
     ++best->blocks_prefetched;
@@ -417,7 +418,7 @@ void FileCache::RunWarmups(int64_t now) {
         // Warm-up is prefetched in the order given, with whatever the LRU queue can spare.
         if (disk_prefetches_[DiskOf(a.ino, a.block)] >= options_.max_prefetches_per_disk) break;
         if (!MakeRoom(Purpose::kWarmup, now)) break;
-        NewFetchedBlock(a.ino, a.block, BlockOrigin::kWarmup, /*prefetch=*/true, now);
+        NewFetchedBlock(a.ino, a.block, BlockOrigin::kWarmup, /*prefetch=*/true, a.file_size, now);
         ++w->blocks_prefetched;
       }
       a.state = HintedAccess::State::kDone;
@@ -472,7 +473,7 @@ void FileCache::Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, ui
     if (table_.Find(ino, index) != nullptr) continue;
     if (disk_prefetches_[DiskOf(ino, index)] >= options_.max_prefetches_per_disk) break;
     if (!MakeRoom(Purpose::kReadahead, now)) break;
-    NewFetchedBlock(ino, index, BlockOrigin::kReadahead, /*prefetch=*/true, now);
+    NewFetchedBlock(ino, index, BlockOrigin::kReadahead, /*prefetch=*/true, file_size, now);
     ++counters_.readahead_issued;
   }
   run->ra_next = index;

@@ -293,6 +293,31 @@ TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
             16u);
 }
 
+TEST(FileCacheTest, ShortLastBlockIsRefetchedWhenTheFileGrows) {
+  // 16 KiB blocks; a 10,000-byte file is read only up to 12 KiB.
+  CacheRig rig(1, 16384, SmallCache(8, 16384));
+  const std::string start = RandomBytes(10'000, 20);
+  ASSERT_TRUE(rig.io->Write(30, 0, start.data(), start.size()).ok());
+  // A write the reader's idea of the size does not know about yet (it raced with the read).
+  const std::string more = RandomBytes(8'000, 21);
+  ASSERT_TRUE(rig.cache->Write(30, 12'000, more.data(), more.size()).ok());
+  std::string file = start + std::string(2'000, '\0') + more;
+  ASSERT_EQ(rig.Read(kReader, 30, 0, 10'000, 10'000), start);
+  EXPECT_TRUE(rig.cache->Contains(30, 0));
+  const uint64_t requests = rig.DiskRequests();
+  EXPECT_EQ(rig.Read(kReader, 30, 0, 12'288, 20'000), file.substr(0, 12'288));
+  EXPECT_EQ(rig.DiskRequests(), requests);  // within what was read: a hit
+  EXPECT_EQ(rig.Read(kReader, 30, 0, 20'000, 20'000), file);  // beyond it: read again
+  EXPECT_EQ(rig.DiskRequests(), requests + 2);  // the block, then the next one
+  // A write that continues the valid part extends it; one after a gap does not.
+  const std::string tail = RandomBytes(4'000, 22);
+  ASSERT_TRUE(rig.cache->Write(30, 20'000, tail.data(), tail.size()).ok());
+  file += tail;
+  const uint64_t before = rig.DiskRequests();
+  EXPECT_EQ(rig.Read(kReader, 30, 0, file.size(), file.size()), file);
+  EXPECT_EQ(rig.DiskRequests(), before);
+}
+
 TEST(FileCacheTest, DiskErrorIsEioAndNotCached) {
   CacheRig rig(2, kUnit, SmallCache(64), Wrap::kFaulty);
   const std::string data = RandomBytes(32'768, 6);
