@@ -1,0 +1,178 @@
+// FileSystem operations without a mount: data round trips, the lifetime of unlinked files,
+// crash recovery of orphans, truncation, set-group-ID directories, statfs.
+#include "fusefs/filesystem.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <string>
+
+#include "tests/filesystem/fs_rig.h"
+
+namespace tipfs::testing {
+namespace {
+
+using fusefs::Caller;
+using meta::kRootIno;
+
+std::string Pattern(size_t size, char seed) {
+  std::string s(size, '\0');
+  for (size_t i = 0; i < size; ++i) s[i] = static_cast<char>(seed + i * 7 + i / 4096);
+  return s;
+}
+
+class FileSystemTest : public ::testing::Test {
+ protected:
+  // Creates `name` in the root with `data`, leaving it open; returns its inode number.
+  uint64_t CreateWith(const std::string& name, const std::string& data) {
+    auto opened = rig_.fs()->Create(Caller{}, kRootIno, name, 0644, O_RDWR);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    if (!data.empty()) {
+      auto n = rig_.fs()->Write(opened->inode.ino, 0, data.data(), data.size());
+      EXPECT_TRUE(n.ok());
+    }
+    return opened->inode.ino;
+  }
+  std::string ReadAll(uint64_t ino, size_t max = 64 << 20) {
+    std::string out(max, '\0');
+    auto n = rig_.fs()->Read(cache::ReadContext{}, ino, 0, max, out.data());
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    out.resize(n.ok() ? *n : 0);
+    return out;
+  }
+
+  FsRig rig_;
+};
+
+TEST_F(FileSystemTest, WritesAcrossStripeUnitsReadBackAndSetTheSize) {
+  std::string data = Pattern(1'000'003, 'a');
+  uint64_t ino = CreateWith("f", data);
+  EXPECT_EQ(ReadAll(ino), data);
+  auto inode = rig_.fs()->GetAttr(ino);
+  ASSERT_TRUE(inode.ok());
+  EXPECT_EQ(inode->size, data.size());
+  // Striped: every one of the 4 disks holds part of a 1 MB file.
+  for (size_t d = 0; d < rig_.disk_count(); ++d) EXPECT_GT(rig_.disk(d)->Contents(ino).size(), 0u);
+  EXPECT_EQ(rig_.ObjectsOf(ino), data.size());
+}
+
+TEST_F(FileSystemTest, UnlinkedOpenFileStaysReadableUntilTheLastRelease) {
+  std::string data = Pattern(300'000, 'b');
+  uint64_t ino = CreateWith("doomed", data);
+  ASSERT_TRUE(rig_.fs()->Open(ino, O_RDONLY).ok());  // a second handle
+  ASSERT_TRUE(rig_.fs()->Unlink(kRootIno, "doomed").ok());
+  EXPECT_EQ(rig_.fs()->Lookup(kRootIno, "doomed").error(), ENOENT);
+  EXPECT_EQ(ReadAll(ino), data);
+  ASSERT_TRUE(rig_.fs()->Release(ino).ok());
+  EXPECT_TRUE(rig_.HasObjects(ino));  // one handle still open
+  EXPECT_EQ(ReadAll(ino), data);
+  ASSERT_TRUE(rig_.fs()->Release(ino).ok());
+  EXPECT_FALSE(rig_.HasObjects(ino));
+  EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
+}
+
+TEST_F(FileSystemTest, UnlinkOfAClosedFileFreesItsSpaceAtOnce) {
+  uint64_t ino = CreateWith("gone", Pattern(200'000, 'c'));
+  ASSERT_TRUE(rig_.fs()->Release(ino).ok());
+  ASSERT_TRUE(rig_.fs()->Unlink(kRootIno, "gone").ok());
+  EXPECT_FALSE(rig_.HasObjects(ino));
+  EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
+}
+
+TEST_F(FileSystemTest, RecoverReclaimsFilesUnlinkedWhileOpenWhenTheDaemonDied) {
+  uint64_t ino = CreateWith("orphan", Pattern(500'000, 'd'));
+  uint64_t kept = CreateWith("kept", Pattern(100'000, 'e'));
+  ASSERT_TRUE(rig_.fs()->Unlink(kRootIno, "orphan").ok());
+  ASSERT_TRUE(rig_.HasObjects(ino));
+  rig_.Reopen();  // the handle was never released: a crash
+  ASSERT_TRUE(rig_.fs()->Recover().ok());
+  EXPECT_FALSE(rig_.HasObjects(ino));
+  EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
+  EXPECT_EQ(ReadAll(kept), Pattern(100'000, 'e'));
+}
+
+TEST_F(FileSystemTest, RenameOverAnOpenFileKeepsItReadableAndReclaimsItAtClose) {
+  uint64_t victim = CreateWith("victim", Pattern(70'000, 'f'));
+  uint64_t mover = CreateWith("mover", Pattern(80'000, 'g'));
+  ASSERT_TRUE(rig_.fs()->Release(mover).ok());
+  ASSERT_TRUE(rig_.fs()->Rename(kRootIno, "mover", kRootIno, "victim", 0).ok());
+  EXPECT_EQ(rig_.fs()->Lookup(kRootIno, "victim")->ino, mover);
+  EXPECT_EQ(ReadAll(victim), Pattern(70'000, 'f'));
+  ASSERT_TRUE(rig_.fs()->Release(victim).ok());
+  EXPECT_FALSE(rig_.HasObjects(victim));
+}
+
+TEST_F(FileSystemTest, TruncateShrinksTheObjectsAndGrowthReadsZeros) {
+  std::string data = Pattern(400'000, 'h');
+  uint64_t ino = CreateWith("t", data);
+  meta::AttrChange shrink;
+  shrink.size = 100'000;
+  ASSERT_TRUE(rig_.fs()->SetAttr(ino, shrink).ok());
+  EXPECT_EQ(rig_.ObjectsOf(ino), 100'000u);
+  meta::AttrChange grow;
+  grow.size = 300'000;
+  ASSERT_TRUE(rig_.fs()->SetAttr(ino, grow).ok());
+  std::string expected = data.substr(0, 100'000) + std::string(200'000, '\0');
+  EXPECT_EQ(ReadAll(ino), expected);
+}
+
+TEST_F(FileSystemTest, OpenWithTruncEmptiesTheFile) {
+  uint64_t ino = CreateWith("o", Pattern(90'000, 'i'));
+  ASSERT_TRUE(rig_.fs()->Open(ino, O_WRONLY | O_TRUNC).ok());
+  EXPECT_EQ(rig_.fs()->GetAttr(ino)->size, 0u);
+  EXPECT_EQ(rig_.ObjectsOf(ino), 0u);
+}
+
+TEST_F(FileSystemTest, SetGroupIdDirectoryPassesItsGroupOn) {
+  auto dir = rig_.fs()->MakeNode(Caller{0, 0, 0}, kRootIno, "shared", S_IFDIR | 02775, 0);
+  ASSERT_TRUE(dir.ok());
+  meta::AttrChange group;
+  group.gid = 4242;
+  ASSERT_TRUE(rig_.fs()->SetAttr(dir->ino, group).ok());
+  auto file = rig_.fs()->MakeNode(Caller{1000, 1000, 0}, dir->ino, "f", S_IFREG | 0644, 0);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->gid, 4242u);
+  auto sub = rig_.fs()->MakeNode(Caller{1000, 1000, 0}, dir->ino, "d", S_IFDIR | 0755, 0);
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(sub->gid, 4242u);
+  EXPECT_TRUE(sub->mode & S_ISGID);
+  auto plain = rig_.fs()->MakeNode(Caller{1000, 1000, 0}, kRootIno, "p", S_IFREG | 0644, 0);
+  EXPECT_EQ(plain->gid, 1000u);
+}
+
+TEST_F(FileSystemTest, RmdirDeletesTheDirectoryRecord) {
+  auto dir = rig_.fs()->MakeNode(Caller{}, kRootIno, "d", S_IFDIR | 0755, 0);
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(rig_.fs()->Rmdir(kRootIno, "d").ok());
+  EXPECT_EQ(rig_.fs()->GetAttr(dir->ino).error(), ENOENT);
+}
+
+TEST_F(FileSystemTest, DataSurvivesReopen) {
+  std::string data = Pattern(777'777, 'j');
+  uint64_t ino = CreateWith("persist", data);
+  ASSERT_TRUE(rig_.fs()->Release(ino).ok());
+  rig_.Reopen();
+  auto found = rig_.fs()->Lookup(kRootIno, "persist");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->ino, ino);
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
+TEST_F(FileSystemTest, StatFsReportsTheDisksAndTheInodes) {
+  auto st = rig_.fs()->StatFs();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->f_bsize, 64u * 1024);
+  EXPECT_EQ(st->f_namemax, 255u);
+  EXPECT_GT(st->f_blocks, 0u);
+  EXPECT_GE(st->f_files, 1u);
+}
+
+TEST_F(FileSystemTest, WritePastTheLargestFileSizeIsEFBIG) {
+  uint64_t ino = CreateWith("big", "");
+  char byte = 'x';
+  EXPECT_EQ(rig_.fs()->Write(ino, uint64_t{INT64_MAX}, &byte, 1).error(), EFBIG);
+}
+
+}  // namespace
+}  // namespace tipfs::testing
