@@ -75,8 +75,14 @@ void BlockTable::Link(Queue* q, Block* b) {
 }
 
 void BlockTable::Unlink(Queue* q, Block* b) {
-  if (b->prev != nullptr) b->prev->next = b->next; else q->warm = b->next;
-  if (b->next != nullptr) b->next->prev = b->prev; else q->cold = b->prev;
+  if (b->prev != nullptr)
+    b->prev->next = b->next;
+  else
+    q->warm = b->next;
+  if (b->next != nullptr)
+    b->next->prev = b->prev;
+  else
+    q->cold = b->prev;
   b->prev = b->next = nullptr;
   --q->size;
 }

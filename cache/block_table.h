@@ -49,11 +49,11 @@ struct Block {
   // Bytes from the block's start that mirror the disks. A block at the end of a file is read only
   // as far as the file went (a short disk transfer); a read that needs more fetches it again.
   uint32_t valid_bytes = 0;
-  Fetch* fetch = nullptr;        // non-null while in flight
-  uint32_t hint_refs = 0;        // hinted accesses holding this block (TIP's hinted buffers)
+  Fetch* fetch = nullptr;  // non-null while in flight
+  uint32_t hint_refs = 0;  // hinted accesses holding this block (TIP's hinted buffers)
   BlockOrigin origin = BlockOrigin::kDemand;
-  uint8_t hint_source = 0;  // HintSource of the hint that fetched it (origin kHinted)
-  bool used = false;        // read on demand since it was fetched
+  uint8_t hint_source = 0;   // HintSource of the hint that fetched it (origin kHinted)
+  bool used = false;         // read on demand since it was fetched
   bool evict_first = false;  // goes to the evict-first queue when it becomes unheld and valid
 
   // Queue linkage (BlockTable private). `next` points toward the queue's cold end.
@@ -105,9 +105,9 @@ class BlockTable {
   }
 
   // Queues.
-  void PushLru(Block* b);        // at the most recently used end
+  void PushLru(Block* b);  // at the most recently used end
   void PushEvictFirst(Block* b);
-  void Unqueue(Block* b);        // from whichever queue holds it
+  void Unqueue(Block* b);  // from whichever queue holds it
   Block* LruColdest() const { return lru_.cold; }
   Block* EvictFirstColdest() const { return evict_first_.cold; }
   uint64_t lru_size() const { return lru_.size; }

@@ -64,8 +64,8 @@ FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
       block_size_(ChooseBlockSize(options, io->layout().stripe_unit())),
       disk_count_(io->layout().disk_count()),
       options_(options),
-      capacity_blocks_(CapacityBlocks(options.capacity_bytes, block_size_,
-                                      io->layout().stripe_unit())),
+      capacity_blocks_(
+          CapacityBlocks(options.capacity_bytes, block_size_, io->layout().stripe_unit())),
       table_(TailWindowFor(capacity_blocks_)) {
   options_.block_size = block_size_;
   options_.capacity_bytes = capacity_blocks_ * block_size_;
@@ -377,8 +377,8 @@ Result<size_t> FileCache::FinishPending(PendingRead* read) {
   return Result<size_t>(static_cast<size_t>(read->length));
 }
 
-Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t offset,
-                               size_t length, uint64_t file_size, char* out) {
+Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                               uint64_t file_size, char* out) {
   std::shared_ptr<PendingRead> pending;
   std::optional<Result<size_t>> result =
       StartRead(ctx, ino, offset, length, file_size, out, nullptr, &pending);
@@ -393,8 +393,7 @@ Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t of
 }
 
 void FileCache::ReadAsync(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
-                          uint64_t file_size, char* out,
-                          std::function<void(Result<size_t>)> done) {
+                          uint64_t file_size, char* out, std::function<void(Result<size_t>)> done) {
   std::shared_ptr<PendingRead> pending;
   std::optional<Result<size_t>> result =
       StartRead(ctx, ino, offset, length, file_size, out, done, &pending);

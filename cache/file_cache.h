@@ -132,7 +132,7 @@ struct CacheStats {
   uint64_t demand_hits = 0;
   uint64_t demand_misses = 0;
   uint64_t inflight_waits = 0;
-  uint64_t ghost_hits = 0;  // misses that one more LRU buffer would have turned into hits
+  uint64_t ghost_hits = 0;   // misses that one more LRU buffer would have turned into hits
   uint64_t stall_nanos = 0;  // time readers waited for the disk for demand data
   // Read-ahead (unhinted sequential reads).
   uint64_t readahead_issued = 0;
@@ -141,19 +141,20 @@ struct CacheStats {
   // Hints (TIP).
   uint64_t hint_calls = 0;
   uint64_t hints_refused = 0;  // calls refused by a cap (EDQUOT / ENOBUFS)
-  std::array<uint64_t, kHintSourceCount> bytes_hinted{};  // per source, as disclosed
+  std::array<uint64_t, kHintSourceCount> bytes_hinted{};     // per source, as disclosed
   std::array<uint64_t, kHintSourceCount> blocks_consumed{};  // hinted accesses read, per source
-  std::array<double, kHintSourceCount> accuracy{};  // measured, per source (the discount)
-  uint64_t hinted_prefetched = 0;      // blocks fetched for hints
-  uint64_t hinted_used = 0;            // of those, read on demand
-  uint64_t hinted_evicted_unused = 0;  // of those, evicted before any read
-  uint64_t hinted_cancelled = 0;       // hinted accesses dropped by cancel, epoch or retirement
-  uint64_t hinted_skipped = 0;         // hinted accesses passed over by the reader
-  uint64_t hinted_ejected = 0;         // hinted blocks given up for a better use (TIP decision)
+  std::array<double, kHintSourceCount> accuracy{};           // measured, per source (the discount)
+  uint64_t hinted_prefetched = 0;                            // blocks fetched for hints
+  uint64_t hinted_used = 0;                                  // of those, read on demand
+  uint64_t hinted_evicted_unused = 0;                        // of those, evicted before any read
+  uint64_t hinted_cancelled = 0;  // hinted accesses dropped by cancel, epoch or retirement
+  uint64_t hinted_skipped = 0;    // hinted accesses passed over by the reader
+  uint64_t hinted_ejected = 0;    // hinted blocks given up for a better use (TIP decision)
   uint64_t warmup_prefetched = 0;
   uint64_t streams_active = 0;
   uint64_t streams_retired = 0;  // stopped matching, or idle
   uint64_t outstanding_hinted_bytes = 0;
+  uint64_t expanded_hint_accesses = 0;  // per-block hint metadata held (bounded, see the .cc)
   // Speculative readers.
   uint64_t spec_reads = 0;
   uint64_t spec_hits = 0;
@@ -229,8 +230,8 @@ class FileCache {
 
  private:
   struct OwnerState {
-    uint64_t bytes = 0;     // outstanding hinted bytes of all its streams
-    uint64_t segments = 0;  // and their segments
+    uint64_t bytes = 0;             // outstanding hinted bytes of all its streams
+    uint64_t segments = 0;          // and their segments
     std::vector<uint64_t> streams;  // ids of its reader streams (matched against its reads)
     std::vector<uint64_t> warmups;  // ids of its warm-up streams
   };
@@ -268,6 +269,8 @@ class FileCache {
   bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now);
   void RunManager(int64_t now);
   size_t NextCandidate(HintStream* s);
+  void ExpandStream(HintStream* s, size_t count);
+  uint64_t ExpansionBudget() const;
   void RunWarmups(int64_t now);
   void Hold(HintedAccess* a, Block* b);
   void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as);
@@ -314,6 +317,9 @@ class FileCache {
   std::unordered_map<uint32_t, OwnerState> owners_;
   uint64_t global_hinted_bytes_ = 0;
   uint64_t global_segments_ = 0;
+  // Hinted accesses expanded from segments in all streams (about 80 bytes each): the manager
+  // stops expanding beyond ExpansionBudget(), so many streams cannot multiply the metadata.
+  uint64_t expanded_accesses_ = 0;
   std::unordered_map<uint32_t, std::shared_ptr<ReaderState>> readers_;
   std::vector<DiskServiceEstimator> disk_estimators_;
   std::vector<uint32_t> disk_prefetches_;  // prefetches in flight per disk

@@ -50,10 +50,10 @@ struct ReadPart {
 struct ReaderState {
   struct Run {
     uint64_t ino = 0;
-    uint64_t next_offset = 0;   // where a sequential continuation starts
-    uint64_t last_block = 0;    // last block the run read
-    uint64_t seq_bytes = 0;     // bytes read sequentially so far
-    uint64_t ra_next = 0;       // first block read-ahead has not issued yet
+    uint64_t next_offset = 0;  // where a sequential continuation starts
+    uint64_t last_block = 0;   // last block the run read
+    uint64_t seq_bytes = 0;    // bytes read sequentially so far
+    uint64_t ra_next = 0;      // first block read-ahead has not issued yet
     int64_t used_ns = 0;
   };
   static constexpr size_t kRuns = 8;
@@ -62,7 +62,7 @@ struct ReaderState {
   Ewma cpu_per_access{0.125, 0};  // GUARDED_BY(FileCache::mu_), nanoseconds per block access
   int64_t last_start_ns = 0;      // GUARDED_BY(FileCache::mu_)
   std::atomic<int64_t> last_end_ns{0};
-  std::array<Run, kRuns> runs;    // GUARDED_BY(FileCache::mu_)
+  std::array<Run, kRuns> runs;  // GUARDED_BY(FileCache::mu_)
   size_t run_count = 0;
 };
 

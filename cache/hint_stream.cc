@@ -29,7 +29,10 @@ void StreamRelease::Clear() {
 }
 
 HintStream::HintStream(uint64_t id, uint32_t owner, uint32_t block_size, int64_t now_ns)
-    : id_(id), owner_(owner), block_size_(block_size), created_ns_(now_ns),
+    : id_(id),
+      owner_(owner),
+      block_size_(block_size),
+      created_ns_(now_ns),
       last_activity_ns_(now_ns) {}
 
 uint64_t HintStream::BlocksOf(const HintSegment& s, uint32_t block_size) {
@@ -180,8 +183,7 @@ void HintStream::PopDoneFront(StreamRelease* release) {
 }
 
 void HintStream::AdvanceCursor() {
-  while (cursor_ < accesses_.size() &&
-         accesses_[cursor_].state != HintedAccess::State::kPending) {
+  while (cursor_ < accesses_.size() && accesses_[cursor_].state != HintedAccess::State::kPending) {
     ++cursor_;
   }
 }

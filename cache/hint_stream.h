@@ -100,8 +100,8 @@ class HintStream {
 
   // The prefetcher's cursor: every access before it is kHeld or kDone.
   size_t cursor() const { return cursor_; }
-  void AdvanceCursor();               // past leading non-pending accesses
-  void RewindCursor(size_t index) {   // after an access at `index` went back to kPending
+  void AdvanceCursor();              // past leading non-pending accesses
+  void RewindCursor(size_t index) {  // after an access at `index` went back to kPending
     if (index < cursor_) cursor_ = index;
   }
 

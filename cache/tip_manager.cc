@@ -73,8 +73,7 @@ double FileCache::AccessRate(const HintStream* s, int64_t now) const {
 
 double FileCache::Benefit(HintStream* s, size_t index, int64_t now) const {
   const HintedAccess& a = s->at(index);
-  const double benefit =
-      PrefetchBenefit(DiskNanos(DiskOf(a.ino, a.block)), AppNanos(s), index + 1);
+  const double benefit = PrefetchBenefit(DiskNanos(DiskOf(a.ino, a.block)), AppNanos(s), index + 1);
   return benefit * accuracy_[static_cast<size_t>(a.source)].accuracy() * AccessRate(s, now);
 }
 
@@ -102,8 +101,7 @@ FileCache::Ejection FileCache::CheapestEjection(const HintStream* exclude, int64
       if (b == nullptr || b->id != a.block_id || !b->valid() || b->hint_refs != 1) continue;
       // The block needed furthest ahead is the stream's cheapest: cost falls with y.
       const double cost = EjectCost(DiskNanos(b->disk), AppNanos(s), t_driver_.value(), i + 1) *
-                          accuracy_[static_cast<size_t>(a.source)].accuracy() *
-                          AccessRate(s, now);
+                          accuracy_[static_cast<size_t>(a.source)].accuracy() * AccessRate(s, now);
       if (cost < best.cost) best = Ejection{s, i, cost};
       break;
     }
@@ -186,8 +184,10 @@ template <typename Fn>
 void FileCache::MutateStream(HintStream* s, Release how, Fn fn) {
   const uint64_t bytes_before = s->outstanding_bytes();
   const uint64_t segments_before = s->segments();
+  const uint64_t expanded_before = s->expanded();
   StreamRelease release;
   fn(&release);
+  expanded_accesses_ = expanded_accesses_ + s->expanded() - expanded_before;
   ApplyRelease(s, &release, how);
   const uint64_t bytes_gone = bytes_before - s->outstanding_bytes();
   const uint64_t segments_gone = segments_before - s->segments();
@@ -216,8 +216,10 @@ void FileCache::ApplyRelease(HintStream* s, StreamRelease* release, Release drop
         accuracy_[static_cast<size_t>(a.source)].RecordUnused();
       }
     }
-    if (dropped_as == Release::kDropped) ++counters_.hinted_skipped;
-    else ++counters_.hinted_cancelled;
+    if (dropped_as == Release::kDropped)
+      ++counters_.hinted_skipped;
+    else
+      ++counters_.hinted_cancelled;
   }
   for (size_t source = 0; source < kHintSourceCount; ++source) {
     const uint64_t n = release->unexpanded_dropped[source];
@@ -241,11 +243,10 @@ Status FileCache::AppendHints(uint64_t stream, uint32_t owner, HintSource source
   const OwnerState& o = owner_it != owners_.end() ? owner_it->second : empty;
   if (o.bytes + bytes > options_.per_process_hint_cap_bytes ||
       o.segments + count > options_.per_process_hint_segment_cap) {
-    return Status::FromErrno(EDQUOT, "hints would exceed the per-process cap of " +
-                                         std::to_string(options_.per_process_hint_cap_bytes) +
-                                         " outstanding bytes / " +
-                                         std::to_string(options_.per_process_hint_segment_cap) +
-                                         " segments");
+    return Status::FromErrno(
+        EDQUOT, "hints would exceed the per-process cap of " +
+                    std::to_string(options_.per_process_hint_cap_bytes) + " outstanding bytes / " +
+                    std::to_string(options_.per_process_hint_segment_cap) + " segments");
   }
   if (global_hinted_bytes_ + bytes > options_.global_hint_cap_bytes ||
       global_segments_ + count > options_.global_hint_segment_cap) {
@@ -259,8 +260,8 @@ Status FileCache::AppendHints(uint64_t stream, uint32_t owner, HintSource source
                                            std::to_string(kMaxStreamsPerOwner) + " hint streams");
     }
     if (streams_.size() + warmups_.size() >= kMaxStreams) {
-      return Status::FromErrno(ENOBUFS, "the mount has " + std::to_string(kMaxStreams) +
-                                            " hint streams already");
+      return Status::FromErrno(
+          ENOBUFS, "the mount has " + std::to_string(kMaxStreams) + " hint streams already");
     }
     it = map.emplace(stream, std::make_unique<HintStream>(stream, charged, block_size_, now)).first;
     OwnerState& created = owners_[charged];
@@ -327,9 +328,8 @@ bool FileCache::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint6
   for (uint64_t id : owner_it->second.streams) {
     HintStream* s = streams_.at(id).get();
     HintStream::MatchResult result = HintStream::MatchResult::kMismatch;
-    MutateStream(s, Release::kDropped, [&](StreamRelease* r) {
-      result = s->Match(ino, offset, length, now, r);
-    });
+    MutateStream(s, Release::kDropped,
+                 [&](StreamRelease* r) { result = s->Match(ino, offset, length, now, r); });
     if (result != HintStream::MatchResult::kMismatch) {
       matched = true;
       break;
@@ -345,12 +345,24 @@ bool FileCache::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint6
 
 // ---- The manager --------------------------------------------------------------------------
 
+uint64_t FileCache::ExpansionBudget() const {
+  return std::max<uint64_t>(4 * capacity_blocks_, 1 << 16);
+}
+
+void FileCache::ExpandStream(HintStream* s, size_t count) {
+  // Past the budget a stream works with what it has expanded until reads or cancels free some.
+  if (count <= s->expanded() || expanded_accesses_ >= ExpansionBudget()) return;
+  const size_t before = s->expanded();
+  s->Expand(std::min<uint64_t>(count, before + ExpansionBudget() - expanded_accesses_));
+  expanded_accesses_ += s->expanded() - before;
+}
+
 size_t FileCache::NextCandidate(HintStream* s) {
   s->AdvanceCursor();
   // A stream never holds more than the whole cache.
   if (s->cursor() >= capacity_blocks_) return kNone;
   const size_t end = s->cursor() + kPrefetchLookahead;
-  s->Expand(end);
+  ExpandStream(s, end);
   const size_t limit = std::min(end, s->expanded());
   for (size_t i = s->cursor(); i < limit; ++i) {
     HintedAccess& a = s->at(i);
@@ -377,7 +389,16 @@ void FileCache::RunManager(int64_t now) {
     RetireIdleStreams(now);
   }
   if (options_.hints_ignored) return;
+  auto any_disk_has_room = [this] {
+    for (uint32_t in_flight : disk_prefetches_) {
+      if (in_flight < options_.max_prefetches_per_disk) return true;
+    }
+    return false;
+  };
   for (int decision = 0; decision < kMaxDecisionsPerRun; ++decision) {
+    // Nothing can be issued while every disk has its share of prefetches: the next completion
+    // runs the manager again. (Keeps a read's cost independent of the number of streams then.)
+    if (!any_disk_has_room()) return;
     HintStream* best = nullptr;
     size_t best_index = 0;
     double best_benefit = 0;
@@ -394,8 +415,8 @@ void FileCache::RunManager(int64_t now) {
     if (best == nullptr) break;
     if (!MakeRoomForPrefetch(best_benefit, best, now)) break;
     HintedAccess& a = best->at(best_index);
-    Block* b = NewFetchedBlock(a.ino, a.block, BlockOrigin::kHinted, /*prefetch=*/true,
-                               a.file_size, now);
+    Block* b =
+        NewFetchedBlock(a.ino, a.block, BlockOrigin::kHinted, /*prefetch=*/true, a.file_size, now);
     b->hint_source = static_cast<uint8_t>(a.source);
     Hold(&a, b);
     ++best->blocks_prefetched;
@@ -411,7 +432,7 @@ void FileCache::RunWarmups(int64_t now) {
     while (true) {
       MutateStream(w, Release::kConsumed, [w](StreamRelease* r) { w->PopDoneFront(r); });
       w->AdvanceCursor();
-      w->Expand(w->cursor() + 1);
+      ExpandStream(w, w->cursor() + 1);
       if (w->cursor() >= w->expanded()) break;
       HintedAccess& a = w->at(w->cursor());
       if (a.block * block_size_ < a.file_size && table_.Find(a.ino, a.block) == nullptr) {
@@ -437,8 +458,8 @@ void FileCache::Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, ui
     if (reader->runs[i].ino == ino) run = &reader->runs[i];
   }
   const uint64_t end = offset + length;
-  const bool sequential = run != nullptr && offset >= run->last_block * block_size_ &&
-                          offset <= run->next_offset;
+  const bool sequential =
+      run != nullptr && offset >= run->last_block * block_size_ && offset <= run->next_offset;
   if (run == nullptr) {
     if (reader->run_count < ReaderState::kRuns) {
       run = &reader->runs[reader->run_count++];
@@ -484,12 +505,11 @@ void FileCache::HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64
   counters_.bytes_hinted[static_cast<size_t>(HintSource::kSpeculative)] += length;
   if (options_.hints_ignored) return;
   // Named streams (ids from 2^32 up) carry their process in the high half, as fusefs makes them.
-  const uint32_t owner = ctx.spec_owner != 0 ? ctx.spec_owner
+  const uint32_t owner = ctx.spec_owner != 0          ? ctx.spec_owner
                          : ctx.spec_stream >> 32 != 0 ? static_cast<uint32_t>(ctx.spec_stream >> 32)
                                                       : static_cast<uint32_t>(ctx.spec_stream);
   HintSegment segment{ino, offset, length, file_size, ctx.spec_epoch, HintSource::kSpeculative};
-  if (!AppendHints(ctx.spec_stream, owner, HintSource::kSpeculative, ctx.spec_epoch, {segment},
-                   now)
+  if (!AppendHints(ctx.spec_stream, owner, HintSource::kSpeculative, ctx.spec_epoch, {segment}, now)
            .ok()) {
     ++counters_.hints_refused;
   }
@@ -512,8 +532,8 @@ Status FileCache::Hint(const HintBatch& batch) {
     }
     if (e.length == 0 || e.offset >= e.file_size) continue;  // clipped to nothing
     const uint64_t length = std::min(e.length, e.file_size - e.offset);
-    segments.push_back(HintSegment{e.ino, e.offset, length, e.file_size, batch.epoch,
-                                   batch.source});
+    segments.push_back(
+        HintSegment{e.ino, e.offset, length, e.file_size, batch.epoch, batch.source});
     bytes += length;
   }
   {
@@ -607,6 +627,7 @@ CacheStats FileCache::Stats() const {
   for (size_t i = 0; i < kHintSourceCount; ++i) stats.accuracy[i] = accuracy_[i].accuracy();
   stats.streams_active = streams_.size() + warmups_.size();
   stats.outstanding_hinted_bytes = global_hinted_bytes_;
+  stats.expanded_hint_accesses = expanded_accesses_;
   stats.t_hit_nanos = t_hit_.value();
   stats.t_driver_nanos = t_driver_.value();
   for (const DiskServiceEstimator& d : disk_estimators_) stats.t_disk_nanos.push_back(d.nanos());

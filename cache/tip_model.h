@@ -73,7 +73,7 @@ class DecayingRate {
   explicit DecayingRate(int64_t half_life_ns = 1'000'000'000) : half_life_ns_(half_life_ns) {}
   void Add(int64_t now_ns, double events = 1.0);
   double Rate(int64_t now_ns) const;  // events per second
-  double Sum(int64_t now_ns) const;    // the decayed sum
+  double Sum(int64_t now_ns) const;   // the decayed sum
 
  private:
   double Decayed(int64_t now_ns) const;

@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
                     hinted ? "hit, consuming a hint" : "hit, unhinted", size, ns,
                     ns * 65536.0 / size);
       } else {
-        std::printf("%-28s %10zu %12.0f %12s\n",
-                    hinted ? "hit, consuming a hint" : "hit, unhinted", size, ns, "-");
+        std::printf("%-28s %10zu %12.0f %12s\n", hinted ? "hit, consuming a hint" : "hit, unhinted",
+                    size, ns, "-");
       }
     }
   }

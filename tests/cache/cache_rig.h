@@ -82,12 +82,12 @@ class HeldDisk : public stripe::Disk {
 enum class Wrap { kNone, kHeld, kFaulty };
 
 // Wraps each in-memory disk (e.g. in an EmulatedDisk on the rig's clock).
-using WrapDisk = std::function<std::unique_ptr<stripe::Disk>(std::unique_ptr<stripe::Disk>,
-                                                             Clock* clock)>;
+using WrapDisk =
+    std::function<std::unique_ptr<stripe::Disk>(std::unique_ptr<stripe::Disk>, Clock* clock)>;
 
 struct CacheRig {
-  CacheRig(uint32_t disk_count, uint32_t stripe_unit, CacheOptions options,
-           Wrap wrap = Wrap::kNone, WrapDisk wrap_disk = nullptr) {
+  CacheRig(uint32_t disk_count, uint32_t stripe_unit, CacheOptions options, Wrap wrap = Wrap::kNone,
+           WrapDisk wrap_disk = nullptr) {
     std::vector<std::unique_ptr<stripe::Disk>> disks;
     for (uint32_t i = 0; i < disk_count; ++i) {
       auto mem = std::make_unique<tipfs::testing::MemDisk>("disk " + std::to_string(i));

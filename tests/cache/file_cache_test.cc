@@ -208,8 +208,8 @@ TEST(FileCacheTest, ConcurrentWritesAndReadsNeverGoBackInTime) {
         const int floor = completed.load();
         std::string out(4096, '\0');
         const uint64_t offset = 4096 * (t % 3);
-        Result<size_t> n = rig.cache->Read(ReadContext{uint64_t(300 + t), 300u + t}, kIno,
-                                           offset, 4096, kSize, out.data());
+        Result<size_t> n = rig.cache->Read(ReadContext{uint64_t(300 + t), 300u + t}, kIno, offset,
+                                           4096, kSize, out.data());
         if (!n.ok() || *n != 4096) {
           ++failures;
           continue;
@@ -268,14 +268,14 @@ TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
           batch.stream = pid;
           batch.owner = pid;
           for (int k = 0; k < 8; ++k) {
-            batch.extents.push_back(HintExtent{uint64_t(f + 1), (offset + k * 4096) % kSize, 4096,
-                                               kSize});
+            batch.extents.push_back(
+                HintExtent{uint64_t(f + 1), (offset + k * 4096) % kSize, 4096, kSize});
           }
           if (!rig.cache->Hint(batch).ok()) ++failures;
         }
         std::string out(length, '\0');
-        Result<size_t> n = rig.cache->Read(ReadContext{pid, pid}, f + 1, offset, length, kSize,
-                                           out.data());
+        Result<size_t> n =
+            rig.cache->Read(ReadContext{pid, pid}, f + 1, offset, length, kSize, out.data());
         const size_t want = std::min<size_t>(length, kSize - offset);
         if (!n.ok() || *n != want || out.compare(0, want, files[f], offset, want) != 0) {
           ++failures;
@@ -288,9 +288,9 @@ TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
   writer.join();
   EXPECT_EQ(failures.load(), 0);
   CacheStats stats = rig.cache->Stats();
-  EXPECT_LE(stats.lru_buffers + stats.evict_first_buffers + stats.hinted_buffers +
-                stats.fetching_buffers,
-            16u);
+  EXPECT_LE(
+      stats.lru_buffers + stats.evict_first_buffers + stats.hinted_buffers + stats.fetching_buffers,
+      16u);
 }
 
 TEST(FileCacheTest, ShortLastBlockIsRefetchedWhenTheFileGrows) {
@@ -306,9 +306,9 @@ TEST(FileCacheTest, ShortLastBlockIsRefetchedWhenTheFileGrows) {
   EXPECT_TRUE(rig.cache->Contains(30, 0));
   const uint64_t requests = rig.DiskRequests();
   EXPECT_EQ(rig.Read(kReader, 30, 0, 12'288, 20'000), file.substr(0, 12'288));
-  EXPECT_EQ(rig.DiskRequests(), requests);  // within what was read: a hit
+  EXPECT_EQ(rig.DiskRequests(), requests);                    // within what was read: a hit
   EXPECT_EQ(rig.Read(kReader, 30, 0, 20'000, 20'000), file);  // beyond it: read again
-  EXPECT_EQ(rig.DiskRequests(), requests + 2);  // the block, then the next one
+  EXPECT_EQ(rig.DiskRequests(), requests + 2);                // the block, then the next one
   // A write that continues the valid part extends it; one after a gap does not.
   const std::string tail = RandomBytes(4'000, 22);
   ASSERT_TRUE(rig.cache->Write(30, 20'000, tail.data(), tail.size()).ok());
@@ -339,8 +339,8 @@ TEST(FileCacheTest, TruncateDropsBytesPastTheEnd) {
   ASSERT_EQ(rig.Read(kReader, 14, 0, data.size(), data.size()), data);
   ASSERT_TRUE(rig.cache->Truncate(14, data.size(), 5000).ok());
   ASSERT_TRUE(rig.cache->Truncate(14, 5000, 20'000).ok());
-  EXPECT_EQ(rig.Read(kReader, 14, 0, 20'000, 20'000), data.substr(0, 5000) +
-                                                          std::string(15'000, '\0'));
+  EXPECT_EQ(rig.Read(kReader, 14, 0, 20'000, 20'000),
+            data.substr(0, 5000) + std::string(15'000, '\0'));
 }
 
 TEST(FileCacheTest, RemoveDropsBlocksAndObjects) {

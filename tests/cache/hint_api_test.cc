@@ -138,10 +138,14 @@ TEST(HintApiTest, CancelByEpochAndByProcess) {
   CacheRig rig(2, kUnit, o, Wrap::kHeld);  // prefetches stay in flight
   WriteFile(rig, 1, 64 * kBlock, 5);
   rig.HoldAll(true);
-  ASSERT_TRUE(rig.cache->Hint(Batch(100, 100, 1, 64 * kBlock, {{0, 10 * kBlock}},
-                                    HintSource::kSpeculative, 1)).ok());
-  ASSERT_TRUE(rig.cache->Hint(Batch(100, 100, 1, 64 * kBlock, {{20 * kBlock, 5 * kBlock}},
-                                    HintSource::kSpeculative, 2)).ok());
+  ASSERT_TRUE(
+      rig.cache
+          ->Hint(Batch(100, 100, 1, 64 * kBlock, {{0, 10 * kBlock}}, HintSource::kSpeculative, 1))
+          .ok());
+  ASSERT_TRUE(rig.cache
+                  ->Hint(Batch(100, 100, 1, 64 * kBlock, {{20 * kBlock, 5 * kBlock}},
+                               HintSource::kSpeculative, 2))
+                  .ok());
   ASSERT_TRUE(rig.cache->Hint(Batch(101, 100, 1, 64 * kBlock, {{40 * kBlock, kBlock}})).ok());
   ASSERT_TRUE(rig.cache->Cancel(100, 1u).ok());
   EXPECT_EQ(rig.cache->QueryStream(100).hinted_bytes, 5u * kBlock);

@@ -36,7 +36,7 @@ TEST(HintHeaderTest, PathRecordsArePackedAndPadded) {
   EXPECT_EQ(r.path_length, 7u);
   EXPECT_EQ(r.reserved, 0u);
   EXPECT_EQ(std::string(req->records + sizeof(r), 7), "a/b.txt");
-  EXPECT_EQ(req->records[sizeof(r) + 7], '\0');  // padding to 8 bytes is zeros
+  EXPECT_EQ(req->records[sizeof(r) + 7], '\0');                     // padding to 8 bytes is zeros
   ASSERT_EQ(tipfs_hint_paths_add(req.get(), "12345678", 0, 0), 0);  // already a multiple of 8
   EXPECT_EQ(req->bytes, 2 * sizeof(tipfs_path_record) + 16);
   EXPECT_EQ(RecordAt(*req, sizeof(r) + 8).path_length, 8u);

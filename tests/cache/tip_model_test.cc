@@ -21,7 +21,7 @@ TEST(TipModelTest, HorizonIsDiskTimeOverApplicationTime) {
 TEST(TipModelTest, PrefetchBenefitFollowsTheStallCurve) {
   const double t_disk = 15 * kMs, t_app = 100 * kUs;  // P = 150
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 0), 0.0);
-  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 1), 15 * kMs);  // the whole stall
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 1), 15 * kMs);   // the whole stall
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 2), 7.5 * kMs);  // 15 ms / (2 * 1)
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 10), 15 * kMs / 90);
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 150), 15 * kMs / (150.0 * 149.0));

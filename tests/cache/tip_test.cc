@@ -66,8 +66,8 @@ std::string WriteRaw(CacheRig& rig, uint64_t ino, uint64_t blocks, uint64_t seed
 }
 
 // One segment per block, last block first: every request is a random access on its disk.
-HintBatch Reverse(uint64_t stream, uint64_t ino, uint64_t blocks, HintSource source =
-                  HintSource::kManual, uint32_t epoch = 0) {
+HintBatch Reverse(uint64_t stream, uint64_t ino, uint64_t blocks,
+                  HintSource source = HintSource::kManual, uint32_t epoch = 0) {
   HintBatch b;
   b.stream = stream;
   b.owner = static_cast<uint32_t>(stream);
