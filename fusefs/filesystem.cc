@@ -31,7 +31,13 @@ Result<Inode> FileSystem::Lookup(Ino parent, std::string_view name) {
   return inode;
 }
 
-void FileSystem::Forget(Ino ino, uint64_t count) { inodes_.Forget(ino, count); }
+void FileSystem::Forget(Ino ino, uint64_t count) {
+  if (!inodes_.Forget(ino, count)) return;
+  // The kernel let go of an inode nobody has open: if it has no links left either (unlinked, or
+  // a removed directory that was somebody's cwd), its record can go now.
+  Result<Inode> inode = meta_->Get(ino);
+  if (inode.ok() && inode->nlink == 0) (void)Reclaim(ino);
+}
 
 Result<Inode> FileSystem::GetAttr(Ino ino) {
   PerfSection metadata(Subsystem::kMetadata);
@@ -156,7 +162,29 @@ Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint
   Result<Inode> inode = GetAttr(ino);
   if (!inode.ok()) return inode.status();
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "read of a directory");
-  return cache_->Read(context, ino, offset, length, inode->size, out);
+  Result<size_t> n = cache_->Read(context, ino, offset, length, inode->size, out);
+  if (n.ok() && !context.speculative) UpdateAtime(*inode);
+  return n;
+}
+
+void FileSystem::UpdateAtime(const Inode& inode) {
+  // relatime, as the mount reports it (the kernel leaves atime of FUSE inodes to the daemon):
+  // a read moves atime when it is not newer than mtime or ctime, or is a day old. Most reads
+  // change nothing, so the metadata write happens about once per file per day.
+  Time now = Time::Now();
+  auto not_after = [](const Time& a, const Time& b) {
+    return a.sec < b.sec || (a.sec == b.sec && a.nsec <= b.nsec);
+  };
+  constexpr int64_t kDay = 24 * 60 * 60;
+  if (!not_after(inode.atime, inode.mtime) && !not_after(inode.atime, inode.ctime) &&
+      now.sec - inode.atime.sec < kDay) {
+    return;
+  }
+  PerfSection metadata(Subsystem::kMetadata);
+  meta::AttrChange change;
+  change.atime = now;
+  change.now = inode.ctime;  // an atime update is not a change of the inode
+  (void)meta_->SetAttr(inode.ino, change);
 }
 
 Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, size_t length) {
@@ -195,8 +223,12 @@ Status FileSystem::ReclaimIfUnused(const Inode& inode) {
 Status FileSystem::Reclaim(Ino ino) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
-  if (inodes_.OpenCount(ino) > 0) return Status::OK();  // the last Release reclaims it
+  InodeTable::Use use = inodes_.UseOf(ino);
+  if (use.opens > 0) return Status::OK();  // the last Release reclaims it
+  // The space goes at the last close; the record stays while the kernel still refers to the
+  // inode (an unlinked file's fstat, a removed directory that is a cwd) and goes at its forget.
   TIPFS_RETURN_IF_ERROR(cache_->Remove(ino));
+  if (use.lookups > 0) return Status::OK();
   return meta_->DeleteInode(ino);
 }
 

@@ -96,6 +96,7 @@ class FileSystem {
   // Frees the data and the record of an inode with no links left, unless it is still open.
   Status ReclaimIfUnused(const meta::Inode& inode);
   Status Reclaim(Ino ino);
+  void UpdateAtime(const meta::Inode& inode);
   // Changes the file's length in the objects and in the metadata, in the crash-safe order.
   Result<meta::Inode> Resize(const meta::Inode& inode, uint64_t new_size, meta::Time now);
 

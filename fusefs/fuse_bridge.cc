@@ -473,8 +473,13 @@ void OnStatfs(fuse_req_t req, fuse_ino_t) {
 // ---- extended attributes ----
 
 bool UnsupportedXattr(const char* name) {
-  // No POSIX ACLs or other system.* attributes: storing one without enforcing it would lie.
-  return std::strncmp(name, "system.", 7) == 0;
+  // The namespaces Linux file systems store: user., trusted. and security. (the kernel checks
+  // who may touch which). No POSIX ACLs or other system.* attributes: storing one without
+  // enforcing it would lie, and unknown prefixes are EOPNOTSUPP as on ext4.
+  for (const char* prefix : {"user.", "trusted.", "security."}) {
+    if (std::strncmp(name, prefix, std::strlen(prefix)) == 0) return false;
+  }
+  return true;
 }
 
 void OnSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,

@@ -52,9 +52,18 @@ uint32_t InodeTable::OpenCount(uint64_t ino) const {
   return it == entries_.end() ? 0 : it->second.opens;
 }
 
+InodeTable::Use InodeTable::UseOf(uint64_t ino) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(ino);
+  if (it == entries_.end()) return Use{};
+  return Use{it->second.lookups, it->second.opens};
+}
+
 std::shared_ptr<InodeState> InodeTable::State(uint64_t ino) {
   std::lock_guard<std::mutex> lock(mu_);
-  return entries_[ino].state;
+  auto it = entries_.find(ino);
+  if (it == entries_.end()) return std::make_shared<InodeState>();
+  return it->second.state;
 }
 
 size_t InodeTable::size() const {

@@ -35,7 +35,15 @@ class InodeTable {
   uint32_t Close(uint64_t ino);
   uint32_t OpenCount(uint64_t ino) const;
 
-  // The inode's lock state (created on demand; kept while it is referenced).
+  struct Use {
+    uint64_t lookups = 0;
+    uint32_t opens = 0;
+  };
+  Use UseOf(uint64_t ino) const;
+
+  // The inode's lock state. An inode the kernel refers to or that is open keeps one state for
+  // as long as it does; for any other inode the state is fresh, which is enough because no
+  // other operation can reach it concurrently.
   std::shared_ptr<InodeState> State(uint64_t ino);
 
   size_t size() const;

@@ -68,7 +68,9 @@ TEST_F(FileSystemTest, UnlinkedOpenFileStaysReadableUntilTheLastRelease) {
   EXPECT_TRUE(rig_.HasObjects(ino));  // one handle still open
   EXPECT_EQ(ReadAll(ino), data);
   ASSERT_TRUE(rig_.fs()->Release(ino).ok());
-  EXPECT_FALSE(rig_.HasObjects(ino));
+  EXPECT_FALSE(rig_.HasObjects(ino));  // the space goes at the last close
+  EXPECT_TRUE(rig_.fs()->GetAttr(ino).ok());  // the record while the kernel refers to it
+  rig_.fs()->Forget(ino, 1);
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
 }
 
@@ -77,6 +79,7 @@ TEST_F(FileSystemTest, UnlinkOfAClosedFileFreesItsSpaceAtOnce) {
   ASSERT_TRUE(rig_.fs()->Release(ino).ok());
   ASSERT_TRUE(rig_.fs()->Unlink(kRootIno, "gone").ok());
   EXPECT_FALSE(rig_.HasObjects(ino));
+  rig_.fs()->Forget(ino, 1);
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
 }
 
@@ -101,6 +104,8 @@ TEST_F(FileSystemTest, RenameOverAnOpenFileKeepsItReadableAndReclaimsItAtClose) 
   EXPECT_EQ(ReadAll(victim), Pattern(70'000, 'f'));
   ASSERT_TRUE(rig_.fs()->Release(victim).ok());
   EXPECT_FALSE(rig_.HasObjects(victim));
+  rig_.fs()->Forget(victim, 1);
+  EXPECT_EQ(rig_.fs()->GetAttr(victim).error(), ENOENT);
 }
 
 TEST_F(FileSystemTest, TruncateShrinksTheObjectsAndGrowthReadsZeros) {
@@ -141,11 +146,32 @@ TEST_F(FileSystemTest, SetGroupIdDirectoryPassesItsGroupOn) {
   EXPECT_EQ(plain->gid, 1000u);
 }
 
-TEST_F(FileSystemTest, RmdirDeletesTheDirectoryRecord) {
+TEST_F(FileSystemTest, RemovedDirectoryKeepsItsRecordUntilTheKernelForgetsIt) {
   auto dir = rig_.fs()->MakeNode(Caller{}, kRootIno, "d", S_IFDIR | 0755, 0);
   ASSERT_TRUE(dir.ok());
   ASSERT_TRUE(rig_.fs()->Rmdir(kRootIno, "d").ok());
+  // Somebody's cwd: stat still works and shows no links.
+  auto removed = rig_.fs()->GetAttr(dir->ino);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->nlink, 0u);
+  rig_.fs()->Forget(dir->ino, 1);
   EXPECT_EQ(rig_.fs()->GetAttr(dir->ino).error(), ENOENT);
+}
+
+TEST_F(FileSystemTest, ReadMovesAnOldAtimeOnlyAsRelatimeSays) {
+  uint64_t ino = CreateWith("a", "hello");
+  meta::AttrChange old;
+  old.atime = meta::Time{1'000'000'000, 0};
+  old.now = meta::Time::Now();
+  ASSERT_TRUE(rig_.fs()->SetAttr(ino, old).ok());
+  ReadAll(ino);
+  auto after = rig_.fs()->GetAttr(ino);
+  EXPECT_GT(after->atime.sec, 1'000'000'000);
+  // Now newer than mtime and ctime, and fresh: a second read leaves it alone.
+  meta::Time first = after->atime;
+  ReadAll(ino);
+  EXPECT_EQ(rig_.fs()->GetAttr(ino)->atime.sec, first.sec);
+  EXPECT_EQ(rig_.fs()->GetAttr(ino)->atime.nsec, first.nsec);
 }
 
 TEST_F(FileSystemTest, DataSurvivesReopen) {
