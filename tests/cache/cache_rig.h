@@ -178,6 +178,15 @@ struct CacheRig {
   std::unique_ptr<FileCache> cache;
 };
 
+// A cache of `blocks` blocks of `block_size` bytes, read-ahead off (tests turn it on).
+inline CacheOptions TestOptions(uint64_t blocks, uint32_t block_size = 4096) {
+  CacheOptions o;
+  o.block_size = block_size;
+  o.capacity_bytes = blocks * block_size;
+  o.readahead = false;
+  return o;
+}
+
 inline std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string s(n, '\0');

@@ -17,21 +17,14 @@ namespace {
 
 using testing::CacheRig;
 using testing::RandomBytes;
+using testing::TestOptions;
 using testing::Wrap;
 
 constexpr uint32_t kUnit = 8192;
 const ReadContext kReader{100, 100};
 
-CacheOptions SmallCache(uint64_t blocks, uint32_t block_size = 4096) {
-  CacheOptions o;
-  o.block_size = block_size;
-  o.capacity_bytes = blocks * block_size;
-  o.readahead = false;
-  return o;
-}
-
 TEST(FileCacheTest, ReadsClipAtEndOfFile) {
-  CacheRig rig(4, kUnit, SmallCache(64));
+  CacheRig rig(4, kUnit, TestOptions(64));
   const std::string data = RandomBytes(50'000, 1);
   ASSERT_TRUE(rig.cache->Write(7, 0, data.data(), data.size()).ok());
   EXPECT_EQ(rig.Read(kReader, 7, 0, data.size(), data.size()), data);
@@ -45,7 +38,7 @@ TEST(FileCacheTest, ReadsClipAtEndOfFile) {
 }
 
 TEST(FileCacheTest, SecondReadIsAHitWithoutDiskRequests) {
-  CacheRig rig(2, kUnit, SmallCache(64));
+  CacheRig rig(2, kUnit, TestOptions(64));
   const std::string data = RandomBytes(40'000, 2);
   ASSERT_TRUE(rig.io->Write(3, 0, data.data(), data.size()).ok());
   EXPECT_EQ(rig.Read(kReader, 3, 1000, 20'000, data.size()), data.substr(1000, 20'000));
@@ -62,7 +55,7 @@ TEST(FileCacheTest, SecondReadIsAHitWithoutDiskRequests) {
 
 TEST(FileCacheTest, RandomReadsWritesTruncatesMatchModel) {
   // A cache of 8 blocks over files of up to 200 KiB evicts all the time.
-  CacheRig rig(3, kUnit, SmallCache(8));
+  CacheRig rig(3, kUnit, TestOptions(8));
   std::mt19937_64 rng(42);
   std::map<uint64_t, std::string> model;
   for (uint64_t ino = 1; ino <= 4; ++ino) model[ino] = "";
@@ -96,7 +89,7 @@ TEST(FileCacheTest, RandomReadsWritesTruncatesMatchModel) {
 }
 
 TEST(FileCacheTest, WritePatchesCachedBlocks) {
-  CacheRig rig(2, kUnit, SmallCache(64));
+  CacheRig rig(2, kUnit, TestOptions(64));
   std::string data = RandomBytes(16'384, 3);
   ASSERT_TRUE(rig.cache->Write(5, 0, data.data(), data.size()).ok());
   ASSERT_EQ(rig.Read(kReader, 5, 0, data.size(), data.size()), data);
@@ -110,7 +103,7 @@ TEST(FileCacheTest, WritePatchesCachedBlocks) {
 }
 
 TEST(FileCacheTest, ConcurrentReadersOfOneBlockShareOneFetch) {
-  CacheRig rig(1, kUnit, SmallCache(64), Wrap::kHeld);
+  CacheRig rig(1, kUnit, TestOptions(64), Wrap::kHeld);
   const std::string data = RandomBytes(8192, 5);
   ASSERT_TRUE(rig.io->Write(9, 0, data.data(), data.size()).ok());
   rig.HoldAll(true);
@@ -143,7 +136,7 @@ TEST(FileCacheTest, ConcurrentReadersOfOneBlockShareOneFetch) {
 }
 
 TEST(FileCacheTest, FetchRacingAWriteNeverLeavesStaleBytes) {
-  CacheRig rig(1, kUnit, SmallCache(64), Wrap::kHeld);
+  CacheRig rig(1, kUnit, TestOptions(64), Wrap::kHeld);
   const std::string old_data(4096, 'o');
   const std::string new_data(4096, 'n');
   ASSERT_TRUE(rig.io->Write(11, 0, old_data.data(), old_data.size()).ok());
@@ -168,7 +161,7 @@ TEST(FileCacheTest, FetchRacingAWriteNeverLeavesStaleBytes) {
 }
 
 TEST(FileCacheTest, ReaderArrivingDuringAWriteDoesNotJoinAnOlderFetch) {
-  CacheRig rig(1, kUnit, SmallCache(64), Wrap::kHeld);
+  CacheRig rig(1, kUnit, TestOptions(64), Wrap::kHeld);
   const std::string old_data(4096, 'o');
   const std::string new_data(4096, 'n');
   ASSERT_TRUE(rig.io->Write(12, 0, old_data.data(), old_data.size()).ok());
@@ -185,7 +178,7 @@ TEST(FileCacheTest, ReaderArrivingDuringAWriteDoesNotJoinAnOlderFetch) {
 }
 
 TEST(FileCacheTest, ConcurrentWritesAndReadsNeverGoBackInTime) {
-  CacheRig rig(2, kUnit, SmallCache(16));
+  CacheRig rig(2, kUnit, TestOptions(16));
   constexpr uint64_t kIno = 21;
   constexpr size_t kSize = 3 * 4096;
   std::string version(kSize, static_cast<char>(0));
@@ -234,7 +227,7 @@ TEST(FileCacheTest, ConcurrentWritesAndReadsNeverGoBackInTime) {
 TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
   // Small cache, read-ahead on, hints in flight: eviction, fetch joins, the manager and writes
   // all interleave. Every read must return the bytes of the model.
-  CacheOptions o = SmallCache(16);
+  CacheOptions o = TestOptions(16);
   o.readahead = true;
   CacheRig rig(3, kUnit, o);
   constexpr int kFiles = 6;
@@ -295,7 +288,7 @@ TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
 
 TEST(FileCacheTest, ShortLastBlockIsRefetchedWhenTheFileGrows) {
   // 16 KiB blocks; a 10,000-byte file is read only up to 12 KiB.
-  CacheRig rig(1, 16384, SmallCache(8, 16384));
+  CacheRig rig(1, 16384, TestOptions(8, 16384));
   const std::string start = RandomBytes(10'000, 20);
   ASSERT_TRUE(rig.io->Write(30, 0, start.data(), start.size()).ok());
   // A write the reader's idea of the size does not know about yet (it raced with the read).
@@ -319,7 +312,7 @@ TEST(FileCacheTest, ShortLastBlockIsRefetchedWhenTheFileGrows) {
 }
 
 TEST(FileCacheTest, DiskErrorIsEioAndNotCached) {
-  CacheRig rig(2, kUnit, SmallCache(64), Wrap::kFaulty);
+  CacheRig rig(2, kUnit, TestOptions(64), Wrap::kFaulty);
   const std::string data = RandomBytes(32'768, 6);
   ASSERT_TRUE(rig.io->Write(13, 0, data.data(), data.size()).ok());
   for (auto* f : rig.faulty) f->FailObject(13, stripe::FaultyDisk::kReads, EIO);
@@ -333,7 +326,7 @@ TEST(FileCacheTest, DiskErrorIsEioAndNotCached) {
 }
 
 TEST(FileCacheTest, TruncateDropsBytesPastTheEnd) {
-  CacheRig rig(2, kUnit, SmallCache(64));
+  CacheRig rig(2, kUnit, TestOptions(64));
   const std::string data = RandomBytes(20'000, 7);
   ASSERT_TRUE(rig.cache->Write(14, 0, data.data(), data.size()).ok());
   ASSERT_EQ(rig.Read(kReader, 14, 0, data.size(), data.size()), data);
@@ -344,7 +337,7 @@ TEST(FileCacheTest, TruncateDropsBytesPastTheEnd) {
 }
 
 TEST(FileCacheTest, RemoveDropsBlocksAndObjects) {
-  CacheRig rig(2, kUnit, SmallCache(64));
+  CacheRig rig(2, kUnit, TestOptions(64));
   const std::string data = RandomBytes(20'000, 8);
   ASSERT_TRUE(rig.cache->Write(15, 0, data.data(), data.size()).ok());
   ASSERT_EQ(rig.Read(kReader, 15, 0, data.size(), data.size()), data);
@@ -356,7 +349,7 @@ TEST(FileCacheTest, RemoveDropsBlocksAndObjects) {
 }
 
 TEST(FileCacheTest, CapacityHoldsAndIsChangeable) {
-  CacheRig rig(4, kUnit, SmallCache(16));
+  CacheRig rig(4, kUnit, TestOptions(16));
   const std::string data = RandomBytes(400'000, 9);
   ASSERT_TRUE(rig.io->Write(16, 0, data.data(), data.size()).ok());
   for (uint64_t off = 0; off < data.size(); off += 10'000) {

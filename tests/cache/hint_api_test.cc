@@ -13,18 +13,11 @@ namespace {
 
 using testing::CacheRig;
 using testing::RandomBytes;
+using testing::TestOptions;
 using testing::Wrap;
 
 constexpr uint32_t kUnit = 4096;
 constexpr uint32_t kBlock = 4096;
-
-CacheOptions Options(uint64_t blocks) {
-  CacheOptions o;
-  o.block_size = kBlock;
-  o.capacity_bytes = blocks * kBlock;
-  o.readahead = false;
-  return o;
-}
 
 HintBatch Batch(uint64_t stream, uint32_t owner, uint64_t ino, uint64_t file_size,
                 std::vector<std::pair<uint64_t, uint64_t>> ranges,
@@ -47,7 +40,7 @@ std::string WriteFile(CacheRig& rig, uint64_t ino, size_t size, uint64_t seed) {
 }
 
 TEST(HintApiTest, ValidationAndClipping) {
-  CacheRig rig(2, kUnit, Options(64));
+  CacheRig rig(2, kUnit, TestOptions(64));
   WriteFile(rig, 1, 10'000, 1);
   HintBatch bad = Batch(100, 100, 1, 10'000, {{UINT64_MAX - 10, 100}});
   EXPECT_EQ(rig.cache->Hint(bad).error(), EINVAL);
@@ -63,7 +56,7 @@ TEST(HintApiTest, ValidationAndClipping) {
 }
 
 TEST(HintApiTest, PerProcessAndGlobalCapsRefuseWithoutChanges) {
-  CacheOptions o = Options(64);
+  CacheOptions o = TestOptions(64);
   o.per_process_hint_cap_bytes = 100'000;
   o.global_hint_cap_bytes = 150'000;
   o.per_process_hint_segment_cap = 10;
@@ -94,7 +87,7 @@ TEST(HintApiTest, PerProcessAndGlobalCapsRefuseWithoutChanges) {
 }
 
 TEST(HintApiTest, ConsumedHintsFreeTheCap) {
-  CacheOptions o = Options(64);
+  CacheOptions o = TestOptions(64);
   o.per_process_hint_cap_bytes = 8 * kBlock;
   CacheRig rig(2, kUnit, o);
   const std::string data = WriteFile(rig, 1, 16 * kBlock, 3);
@@ -109,7 +102,7 @@ TEST(HintApiTest, ConsumedHintsFreeTheCap) {
 }
 
 TEST(HintApiTest, IgnoredHintsAreCountedButPrefetchNothing) {
-  CacheOptions o = Options(64);
+  CacheOptions o = TestOptions(64);
   o.hints_ignored = true;
   CacheRig rig(2, kUnit, o);
   const std::string data = WriteFile(rig, 1, 20 * kBlock, 4);
@@ -133,7 +126,7 @@ TEST(HintApiTest, IgnoredHintsAreCountedButPrefetchNothing) {
 }
 
 TEST(HintApiTest, CancelByEpochAndByProcess) {
-  CacheOptions o = Options(64);
+  CacheOptions o = TestOptions(64);
   o.hints_ignored = false;
   CacheRig rig(2, kUnit, o, Wrap::kHeld);  // prefetches stay in flight
   WriteFile(rig, 1, 64 * kBlock, 5);
@@ -166,7 +159,7 @@ TEST(HintApiTest, CancelByEpochAndByProcess) {
 }
 
 TEST(HintApiTest, PrefetchesAreBoundedPerDiskButDemandReadsAreNot) {
-  CacheOptions o = Options(256);
+  CacheOptions o = TestOptions(256);
   o.max_prefetches_per_disk = 3;
   CacheRig rig(2, kUnit, o, Wrap::kHeld);
   WriteFile(rig, 1, 100 * kBlock, 6);
@@ -188,7 +181,7 @@ TEST(HintApiTest, PrefetchesAreBoundedPerDiskButDemandReadsAreNot) {
 
 TEST(HintApiTest, ReadaheadGrowsWithTheRunUpTo64Blocks) {
   CacheRig rig(4, kUnit, [] {
-    CacheOptions o = Options(512);
+    CacheOptions o = TestOptions(512);
     o.readahead = true;
     return o;
   }());
@@ -217,7 +210,7 @@ TEST(HintApiTest, ReadaheadGrowsWithTheRunUpTo64Blocks) {
 }
 
 TEST(HintApiTest, ReadaheadCanBeSwitchedOff) {
-  CacheRig rig(4, kUnit, Options(512));
+  CacheRig rig(4, kUnit, TestOptions(512));
   const std::string data = WriteFile(rig, 1, 40 * kBlock, 9);
   for (uint64_t b = 0; b < 20; ++b) {
     ASSERT_EQ(rig.Read(ReadContext{100, 100}, 1, b * kBlock, kBlock, data.size()),
@@ -239,7 +232,7 @@ ReadContext Speculative(uint64_t parent, uint32_t epoch, bool wait = false) {
 }
 
 TEST(HintApiTest, SpeculativeReaderNeverWaitsAndNeverInsertsData) {
-  CacheOptions o = Options(64);
+  CacheOptions o = TestOptions(64);
   o.hints_ignored = true;  // so that no prefetch can bring the block in either
   CacheRig rig(2, kUnit, o);
   const std::string data = WriteFile(rig, 1, 8 * kBlock, 10);
@@ -256,7 +249,7 @@ TEST(HintApiTest, SpeculativeReaderNeverWaitsAndNeverInsertsData) {
 }
 
 TEST(HintApiTest, SpeculativeReadsBecomeHintsOfTheParentsStream) {
-  CacheRig rig(2, kUnit, Options(64), Wrap::kHeld);
+  CacheRig rig(2, kUnit, TestOptions(64), Wrap::kHeld);
   const std::string data = WriteFile(rig, 1, 8 * kBlock, 11);
   rig.HoldAll(true);
   int error = 0;
@@ -291,7 +284,7 @@ TEST(HintApiTest, SpeculativeReadsBecomeHintsOfTheParentsStream) {
 }
 
 TEST(HintApiTest, WaitingSpeculativeReaderGetsTheDataButIsNoDemandAccess) {
-  CacheOptions o = Options(64);
+  CacheOptions o = TestOptions(64);
   o.hints_ignored = true;
   CacheRig rig(2, kUnit, o);
   const std::string data = WriteFile(rig, 1, 8 * kBlock, 12);
@@ -307,7 +300,7 @@ TEST(HintApiTest, WaitingSpeculativeReaderGetsTheDataButIsNoDemandAccess) {
 }
 
 TEST(HintApiTest, RemoveDropsTheFilesHints) {
-  CacheRig rig(2, kUnit, Options(64), Wrap::kHeld);
+  CacheRig rig(2, kUnit, TestOptions(64), Wrap::kHeld);
   WriteFile(rig, 1, 8 * kBlock, 13);
   WriteFile(rig, 2, 8 * kBlock, 14);
   rig.HoldAll(true);
@@ -321,7 +314,7 @@ TEST(HintApiTest, RemoveDropsTheFilesHints) {
 }
 
 TEST(HintApiTest, StreamWhoseReadsStopMatchingRetires) {
-  CacheRig rig(2, kUnit, Options(64));
+  CacheRig rig(2, kUnit, TestOptions(64));
   const std::string data = WriteFile(rig, 1, 200 * kBlock, 15);
   ASSERT_TRUE(rig.cache->Hint(Batch(100, 100, 1, data.size(), {{150 * kBlock, 10 * kBlock}})).ok());
   for (uint64_t b = 0; b < HintStream::kRetireAfterMismatches; ++b) {

@@ -16,6 +16,7 @@ namespace {
 
 using testing::CacheRig;
 using testing::RandomBytes;
+using testing::TestOptions;
 using testing::Wrap;
 
 constexpr uint32_t kBlock = 4096;
@@ -37,14 +38,6 @@ struct Emulated {
     };
   }
 };
-
-CacheOptions Options(uint64_t blocks) {
-  CacheOptions o;
-  o.block_size = kBlock;
-  o.capacity_bytes = blocks * kBlock;
-  o.readahead = false;
-  return o;
-}
 
 // Writes a file straight onto the in-memory disks under the emulation (untimed), as if it had
 // been written long ago.
@@ -81,9 +74,21 @@ HintBatch Reverse(uint64_t stream, uint64_t ino, uint64_t blocks,
 
 ReadContext Reader(uint32_t pid) { return ReadContext{pid, pid}; }
 
+// Process `pid` reads blocks `blocks`-1 down to 0 of `ino`, one per read, computing `gap`
+// before each, and checks every byte.
+void ReadDescending(CacheRig& rig, uint32_t pid, uint64_t ino, const std::string& data,
+                    int64_t gap) {
+  for (uint64_t b = data.size() / kBlock; b-- > 0;) {
+    rig.clock.Advance(gap);
+    ASSERT_EQ(rig.ReadWaiting(Reader(pid), ino, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock))
+        << "block " << b;
+  }
+}
+
 TEST(TipTest, EstimatorsMeasureDiskTimeAndComputeTime) {
   Emulated emu;
-  CacheRig rig(1, kBlock, Options(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
   const std::string data = WriteRaw(rig, 2, 16, 1);
   EXPECT_DOUBLE_EQ(rig.cache->Stats().t_disk_nanos[0], 5.0 * kMs);  // the initial assumption
   for (uint64_t b : {15, 13, 11, 9, 7}) {
@@ -105,15 +110,11 @@ TEST(TipTest, EstimatorsMeasureDiskTimeAndComputeTime) {
 
 TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
   Emulated emu;
-  CacheRig rig(4, kBlock, Options(256), Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
   const std::string warm = WriteRaw(rig, 2, 8, 2);
   const std::string data = WriteRaw(rig, 1, 64, 3);
   // Teach the cache this reader's pace: 5 ms of computation per block. P = 10 / 5 = 2.
-  for (uint64_t b = 8; b-- > 0;) {
-    rig.clock.Advance(5 * kMs);
-    ASSERT_EQ(rig.ReadWaiting(Reader(100), 2, b * kBlock, kBlock, warm.size()),
-              warm.substr(b * kBlock, kBlock));
-  }
+  ReadDescending(rig, 100, 2, warm, 5 * kMs);
   const CacheStats before = rig.cache->Stats();
   ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 64)).ok());
   EXPECT_TRUE(rig.cache->Contains(1, 63));
@@ -141,16 +142,12 @@ TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
 
 TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
   Emulated emu;
-  CacheOptions o = Options(256);
+  CacheOptions o = TestOptions(256);
   o.hints_ignored = true;
   CacheRig rig(4, kBlock, o, Wrap::kNone, emu.Wrap());
   const std::string data = WriteRaw(rig, 1, 16, 4);
   ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 16)).ok());
-  for (uint64_t b = 16; b-- > 0;) {
-    rig.clock.Advance(5 * kMs);
-    ASSERT_EQ(rig.ReadWaiting(Reader(100), 1, b * kBlock, kBlock, data.size()),
-              data.substr(b * kBlock, kBlock));
-  }
+  ReadDescending(rig, 100, 1, data, 5 * kMs);
   CacheStats stats = rig.cache->Stats();
   EXPECT_EQ(stats.hinted_prefetched, 0u);
   EXPECT_EQ(stats.demand_misses, 16u);
@@ -160,7 +157,7 @@ TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
 
 TEST(TipTest, LruKeepsAHotSetAgainstUselessHints) {
   Emulated emu;
-  CacheRig rig(1, kBlock, Options(32), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(32), Wrap::kNone, emu.Wrap());
   const std::string hot = WriteRaw(rig, 3, 16, 5);
   WriteRaw(rig, 4, 200, 6);
   auto pass = [&] {
@@ -186,19 +183,12 @@ TEST(TipTest, LruKeepsAHotSetAgainstUselessHints) {
 
 TEST(TipTest, HintsTakeBuffersFromColdLruData) {
   Emulated emu;
-  CacheRig rig(2, kBlock, Options(32), Wrap::kNone, emu.Wrap());
+  CacheRig rig(2, kBlock, TestOptions(32), Wrap::kNone, emu.Wrap());
   const std::string cold = WriteRaw(rig, 3, 24, 7);
   const std::string data = WriteRaw(rig, 4, 48, 8);
-  for (uint64_t b = 24; b-- > 0;) {
-    rig.clock.Advance(1 * kMs);
-    rig.ReadWaiting(Reader(100), 3, b * kBlock, kBlock, cold.size());
-  }
+  ReadDescending(rig, 100, 3, cold, 1 * kMs);
   ASSERT_TRUE(rig.cache->Hint(Reverse(200, 4, 48)).ok());
-  for (uint64_t b = 48; b-- > 0;) {
-    rig.clock.Advance(6 * kMs);
-    ASSERT_EQ(rig.ReadWaiting(Reader(200), 4, b * kBlock, kBlock, data.size()),
-              data.substr(b * kBlock, kBlock));
-  }
+  ReadDescending(rig, 200, 4, data, 6 * kMs);
   CacheStats stats = rig.cache->Stats();
   // Data read once and never again is worth nothing at the LRU tail: hints displace it.
   EXPECT_GE(stats.hinted_prefetched, 40u);
@@ -208,16 +198,13 @@ TEST(TipTest, HintsTakeBuffersFromColdLruData) {
 
 TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
   Emulated emu;
-  CacheOptions o = Options(32);
+  CacheOptions o = TestOptions(32);
   o.max_prefetches_per_disk = 4;
   CacheRig rig(1, kBlock, o, Wrap::kNone, emu.Wrap());
   const std::string kept = WriteRaw(rig, 6, 12, 9);
   WriteRaw(rig, 5, 20, 10);
   const std::string other = WriteRaw(rig, 7, 20, 11);
-  for (uint64_t b = 12; b-- > 0;) {
-    rig.clock.Advance(1 * kMs);
-    rig.ReadWaiting(Reader(100), 6, b * kBlock, kBlock, kept.size());
-  }
+  ReadDescending(rig, 100, 6, kept, 1 * kMs);
   // A speculating process hints 20 blocks in epoch 1; 4 go out (the per-disk bound).
   const uint64_t requests = rig.DiskRequests();
   ASSERT_TRUE(rig.cache->Hint(Reverse(300, 5, 20, HintSource::kSpeculative, 1)).ok());
@@ -233,10 +220,7 @@ TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
   EXPECT_LT(stats.accuracy[1], 0.5);  // 20 unused against a prior of 8
   EXPECT_DOUBLE_EQ(stats.accuracy[0], 1.0);
   // Filling the cache evicts the four useless blocks before any block a reader used.
-  for (uint64_t b = 20; b-- > 0;) {
-    rig.clock.Advance(1 * kMs);
-    rig.ReadWaiting(Reader(400), 7, b * kBlock, kBlock, other.size());
-  }
+  ReadDescending(rig, 400, 7, other, 1 * kMs);
   stats = rig.cache->Stats();
   EXPECT_EQ(stats.hinted_evicted_unused, 4u);
   for (uint64_t b = 0; b < 12; ++b) EXPECT_TRUE(rig.cache->Contains(6, b)) << b;
@@ -245,7 +229,7 @@ TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
 TEST(TipTest, ConcurrentHintersShareFairly) {
   Emulated emu;
   // Four buffers for two readers that each want P = 10 ms / 2 ms = 5 blocks ahead.
-  CacheRig rig(4, kBlock, Options(4), Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, TestOptions(4), Wrap::kNone, emu.Wrap());
   const std::string a = WriteRaw(rig, 1, 100, 12);
   const std::string b = WriteRaw(rig, 2, 100, 13);
   ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 100)).ok());
@@ -284,7 +268,7 @@ TEST(TipTest, ConcurrentHintersShareFairly) {
 
 TEST(TipTest, WarmupPrefetchesInOrderIntoTheLru) {
   Emulated emu;
-  CacheRig rig(2, kBlock, Options(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(2, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
   const std::string data = WriteRaw(rig, 1, 30, 14);
   HintBatch warm;
   warm.stream = 500;
