@@ -101,6 +101,20 @@ TEST(HintApiTest, ConsumedHintsFreeTheCap) {
   EXPECT_TRUE(rig.cache->Hint(Batch(100, 100, 1, data.size(), {{8 * kBlock, 4 * kBlock}})).ok());
 }
 
+TEST(HintApiTest, ProcessesOtherThanTheHinterHitButDoNotConsume) {
+  CacheRig rig(2, kUnit, TestOptions(64));
+  const std::string data = WriteFile(rig, 1, 4 * kBlock, 16);
+  ASSERT_TRUE(rig.cache->Hint(Batch(100, 100, 1, data.size(), {{0, 4 * kBlock}})).ok());
+  const uint64_t requests = rig.DiskRequests();
+  EXPECT_EQ(rig.Read(ReadContext{200, 200}, 1, 0, data.size(), data.size()), data);
+  EXPECT_EQ(rig.DiskRequests(), requests);
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.demand_hits, 4u);
+  EXPECT_EQ(stats.hinted_used, 4u);
+  EXPECT_EQ(rig.cache->QueryStream(100).blocks_consumed, 0u);
+  EXPECT_EQ(rig.cache->QueryStream(100).hinted_bytes, 4u * kBlock);
+}
+
 TEST(HintApiTest, IgnoredHintsAreCountedButPrefetchNothing) {
   CacheOptions o = TestOptions(64);
   o.hints_ignored = true;
