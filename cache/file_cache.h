@@ -307,7 +307,9 @@ class FileCache {
   const uint32_t block_size_;
   const uint32_t disk_count_;
 
-  // Protected by mu_.
+  // Protected by mu_. Lock order: mu_ before the Clock's own mutex (NowNanos under mu_); a
+  // PendingRead's mu is never taken with mu_ held; mu_ is never held across StripedIo calls,
+  // waits, or callers' callbacks.
   mutable std::mutex mu_;
   CacheOptions options_;
   uint64_t capacity_blocks_;
