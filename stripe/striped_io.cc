@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "stripe/io_ring.h"
@@ -117,7 +118,9 @@ void StripedIo::ReadAsync(ObjectId ino, uint64_t offset, uint64_t length, char* 
   Extent* extents = state->extents;
   // `state` may be freed by the last piece's completion (even inline, inside Submit), so nothing
   // below touches it after the final Submit.
-  IoRing::SubmitBatch batch;
+  // One io_uring_submit for all pieces; a single piece needs no batch (it saves a lock round).
+  std::optional<IoRing::SubmitBatch> batch;
+  if (count > 1) batch.emplace();
   for (size_t i = 0; i < count; ++i) {
     const Extent* piece = &extents[i];
     DiskRequest request;

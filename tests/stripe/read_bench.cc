@@ -2,9 +2,11 @@
 // file system (warm page cache) against plain pread of the same bytes. A measurement, not a test:
 //   stripe_read_bench [DIR] [FILE_MiB] [PASSES]
 // DIR (default $TMPDIR or /tmp) receives a temporary volume and a native copy, removed at the end.
-// Prints one line per variant: block size, MiB/s, and the ratio to native pread.
+// Prints one line per variant: block size, MiB/s (best wall-clock pass) and process CPU time per
+// read (user + system, all threads), each with its ratio to native pread.
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,13 +33,31 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// CPU time of the whole process (every thread, user + system): less sensitive than wall time to
+// other load on a shared machine.
+double CpuSeconds() {
+  struct rusage ru;
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+struct Measure {
+  double mibps = 0;          // best wall-clock throughput over the passes
+  double cpu_us_per_op = 0;  // lowest process CPU time per read over the passes
+};
+
 template <typename F>
-double BestMiBps(int passes, uint64_t bytes, F pass) {
-  double best = 0;
+Measure Best(int passes, uint64_t bytes, uint64_t block, F pass) {
+  Measure best;
+  best.cpu_us_per_op = 1e30;
   for (int p = 0; p < passes; ++p) {
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = CpuSeconds();
     pass();
-    best = std::max(best, bytes / (1024.0 * 1024.0) / Seconds(start));
+    best.mibps = std::max(best.mibps, bytes / (1024.0 * 1024.0) / Seconds(start));
+    best.cpu_us_per_op =
+        std::min(best.cpu_us_per_op, (CpuSeconds() - cpu_start) * 1e6 / (bytes / block));
   }
   return best;
 }
@@ -88,7 +108,8 @@ int main(int argc, char** argv) {
   std::printf("file %llu MiB, 4 disks, stripe unit %u KiB, best of %d passes, warm cache\n",
               static_cast<unsigned long long>(file_bytes >> 20),
               (*volume)->layout().stripe_unit() / 1024, passes);
-  std::printf("%-44s %8s %10s %8s\n", "variant", "block", "MiB/s", "vs pread");
+  std::printf("%-44s %8s %10s %8s %10s %8s\n", "variant", "block", "MiB/s", "vs pread", "CPU us/op",
+              "vs pread");
   for (uint64_t block : {uint64_t{128} << 10, uint64_t{4} << 10}) {
     std::vector<char> buf(block);
     // Warm both copies.
@@ -96,13 +117,13 @@ int main(int argc, char** argv) {
       (void)io.Read(17, off, block, buf.data());
       (void)::pread(nfd, buf.data(), block, static_cast<off_t>(off));
     }
-    const double native_mibps = BestMiBps(passes, file_bytes, [&] {
+    const Measure native = Best(passes, file_bytes, block, [&] {
       for (uint64_t off = 0; off < file_bytes; off += block) {
         if (::pread(nfd, buf.data(), block, static_cast<off_t>(off)) != static_cast<ssize_t>(block))
           Die("pread");
       }
     });
-    const double striped_mibps = BestMiBps(passes, file_bytes, [&] {
+    const Measure striped = Best(passes, file_bytes, block, [&] {
       for (uint64_t off = 0; off < file_bytes; off += block) {
         if (!io.Read(17, off, block, buf.data()).ok()) Die("striped read");
       }
@@ -110,7 +131,7 @@ int main(int argc, char** argv) {
     // Eight reads outstanding at once from one thread, as a prefetcher would issue them.
     constexpr int kDepth = 8;
     std::vector<std::vector<char>> bufs(kDepth, std::vector<char>(block));
-    const double async_mibps = BestMiBps(passes, file_bytes, [&] {
+    const Measure async = Best(passes, file_bytes, block, [&] {
       std::mutex mu;
       std::condition_variable cv;
       int outstanding = 0;
@@ -135,14 +156,14 @@ int main(int argc, char** argv) {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return outstanding == 0; });
     });
-    std::printf("%-44s %7lluK %10.0f %8.2f\n", "pread of one native file",
-                static_cast<unsigned long long>(block >> 10), native_mibps, 1.0);
-    std::printf("%-44s %7lluK %10.0f %8.2f\n", "StripedIo::Read (blocking, 1 thread)",
-                static_cast<unsigned long long>(block >> 10), striped_mibps,
-                striped_mibps / native_mibps);
-    std::printf("%-44s %7lluK %10.0f %8.2f\n", "StripedIo::ReadAsync (8 in flight, 1 thread)",
-                static_cast<unsigned long long>(block >> 10), async_mibps,
-                async_mibps / native_mibps);
+    auto row = [&](const char* name, const Measure& m) {
+      std::printf("%-44s %7lluK %10.0f %8.2f %10.2f %8.2f\n", name,
+                  static_cast<unsigned long long>(block >> 10), m.mibps, m.mibps / native.mibps,
+                  m.cpu_us_per_op, m.cpu_us_per_op / native.cpu_us_per_op);
+    };
+    row("pread of one native file", native);
+    row("StripedIo::Read (blocking, 1 thread)", striped);
+    row("StripedIo::ReadAsync (8 in flight, 1 thread)", async);
   }
   ::close(nfd);
   volume->reset();
