@@ -90,6 +90,40 @@ std::vector<pid_t> ProcessesMentioning(const std::string& text) {
   return pids;
 }
 
+std::string ProcessesUsing(const std::string& path) {
+  std::string report;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return report;
+  const std::string prefix = path + "/";
+  while (dirent* d = readdir(proc)) {
+    char* end = nullptr;
+    std::strtol(d->d_name, &end, 10);
+    if (*end != '\0') continue;
+    const std::string base = std::string("/proc/") + d->d_name;
+    std::vector<std::string> links = {base + "/cwd", base + "/root"};
+    if (DIR* fds = opendir((base + "/fd").c_str())) {
+      while (dirent* f = readdir(fds)) {
+        if (f->d_name[0] != '.') links.push_back(base + "/fd/" + f->d_name);
+      }
+      closedir(fds);
+    }
+    for (const std::string& link : links) {
+      char target[PATH_MAX + 1];
+      ssize_t n = readlink(link.c_str(), target, PATH_MAX);
+      if (n <= 0) continue;
+      const std::string text(target, static_cast<size_t>(n));
+      if (text != path && text.rfind(prefix, 0) != 0) continue;
+      std::ifstream comm(base + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      report += std::string(d->d_name) + " (" + name + "): " + link.substr(base.size() + 1) +
+                " -> " + text + "\n";
+    }
+  }
+  closedir(proc);
+  return report;
+}
+
 namespace {
 
 // Undoes the octal escapes (\040 for space) of /proc/self/mountinfo.

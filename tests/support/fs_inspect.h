@@ -30,6 +30,9 @@ bool WaitForProcessExit(pid_t pid, double seconds);
 std::vector<pid_t> ProcessesMentioning(const std::string& text);
 // True when the kernel mount table of this process lists `path` (canonicalised) as a mount point.
 bool IsMountPoint(const std::string& path);
+// Processes with a descriptor, cwd or root under `path`, as "pid (comm): what" lines: the
+// explanation when an unmount fails with EBUSY.
+std::string ProcessesUsing(const std::string& path);
 // Detaches whatever is mounted at `path` (umount -l / fusermount3 -uz). For dead FUSE mounts.
 void LazyUnmount(const std::string& path);
 
