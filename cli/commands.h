@@ -18,6 +18,8 @@ Runner AddMkfsCommand(CLI::App* app);
 Runner AddMountCommand(CLI::App* app);
 Runner AddUmountCommand(CLI::App* app);
 Runner AddStatsCommand(CLI::App* app);
+Runner AddHintCommand(CLI::App* app);
+Runner AddRunCommand(CLI::App* app);
 
 // Prints "tipfs <command>: <message>" to stderr and returns exit status 1.
 int Fail(const std::string& command, const Status& status);

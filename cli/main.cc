@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   add("mount", "Mount a volume", tipfs::cli::AddMountCommand);
   add("umount", "Unmount a volume and wait until it is durable", tipfs::cli::AddUmountCommand);
   add("stats", "Show a mounted volume's counters", tipfs::cli::AddStatsCommand);
+  add("hint", "Disclose files that will be read (cache warm-up)", tipfs::cli::AddHintCommand);
+  add("run", "Run a program with automatic hints from speculative execution",
+      tipfs::cli::AddRunCommand);
 
   try {
     app.parse(argc, argv);

@@ -300,6 +300,15 @@ Status HintIoctls::Attach(const IoctlCaller& caller, const void* in) {
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, process, 0));
   if (pidfd < 0) return ErrnoStatus("pidfd_open of the speculating process");
   std::lock_guard<std::mutex> lock(mu_);
+  // Speculating children come and go at every restart; forget the ones that are gone.
+  for (auto dead = attached_.begin(); dead != attached_.end();) {
+    if (ProcessExited(dead->second.pidfd)) {
+      close(dead->second.pidfd);
+      dead = attached_.erase(dead);
+    } else {
+      ++dead;
+    }
+  }
   auto [it, inserted] = attached_.try_emplace(process);
   if (!inserted) close(it->second.pidfd);
   it->second = Attachment{pidfd, *stream, request->header.epoch, request->wait_for_data == 1};
@@ -343,7 +352,9 @@ cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid) {
 
 size_t HintIoctls::attached() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return attached_.size();
+  size_t alive = 0;
+  for (const auto& [process, attachment] : attached_) alive += !ProcessExited(attachment.pidfd);
+  return alive;
 }
 
 cache::ReadContext ReadContextFor(uint32_t tid, HintIoctls* hints) {
