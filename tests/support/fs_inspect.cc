@@ -407,7 +407,7 @@ std::vector<std::string> SnapshotTree(const std::string& root, const SnapshotOpt
       ssize_t n = readlink(path.c_str(), target, PATH_MAX);
       line += " -> " + (n < 0 ? ErrnoName(errno) : std::string(target, static_cast<size_t>(n)));
     } else if (S_ISREG(st.st_mode)) {
-      line += " data=" + HashFile(path);
+      if (options.contents) line += " data=" + HashFile(path);
       if (st.st_nlink > 1) {
         auto [it, fresh] = first_path_of_inode.emplace(std::make_pair(st.st_dev, st.st_ino), rel);
         if (!fresh) line += " linkof=" + it->second;

@@ -82,6 +82,7 @@ struct SnapshotOptions {
   bool dir_nlink = true;
   bool owner = true;
   bool xattrs = true;
+  bool contents = true;  // reading moves atimes (relatime): take stat-only snapshots apart
 };
 
 // One line per entry below `root` (root itself excluded), sorted by path: path, type, mode,
