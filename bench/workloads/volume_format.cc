@@ -104,6 +104,8 @@ SlicePlane SlicePlane::Make(const Vec3& center, const Vec3& normal, uint32_t siz
 }
 
 Vec3 SlicePlane::Sample(uint32_t i, uint32_t j) const {
+  // Integer half: sample offsets stay whole numbers, so an axis-aligned plane through a voxel
+  // centre samples voxels exactly (no interpolation), which the tests rely on.
   double half = static_cast<double>(size / 2);
   double a = static_cast<double>(i) - half;
   double b = static_cast<double>(j) - half;
