@@ -20,6 +20,7 @@ Runner AddUmountCommand(CLI::App* app);
 Runner AddStatsCommand(CLI::App* app);
 Runner AddHintCommand(CLI::App* app);
 Runner AddRunCommand(CLI::App* app);
+Runner AddFsckCommand(CLI::App* app);
 
 // Prints "tipfs <command>: <message>" to stderr and returns exit status 1.
 int Fail(const std::string& command, const Status& status);

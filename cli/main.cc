@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add("hint", "Disclose files that will be read (cache warm-up)", tipfs::cli::AddHintCommand);
   add("run", "Run a program with automatic hints from speculative execution",
       tipfs::cli::AddRunCommand);
+  add("fsck", "Check an unmounted volume and repair it (--repair)", tipfs::cli::AddFsckCommand);
 
   try {
     app.parse(argc, argv);

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -80,6 +81,54 @@ struct AttrChange {
 
 struct Counts {
   uint64_t inodes = 0;  // live inodes, orphans included
+};
+
+// ---- Whole-store scans and repairs (fsck, crash recovery) -------------------------------------
+
+// A record that does not decode, or a key of no known form.
+struct DamagedRecord {
+  std::string key;  // the raw key
+  Status problem;   // Corruption naming the key and what is wrong
+};
+
+struct EntryRecord {
+  Ino parent = 0;
+  DirEntry entry;
+};
+
+// Everything in the store, read from one consistent view.
+struct StoreScan {
+  std::string volume_uuid;
+  Ino next_ino = 0;          // the superblock's counter
+  uint64_t inode_count = 0;  // the superblock's count
+  std::vector<Inode> inodes;          // by inode number
+  std::vector<EntryRecord> entries;   // by parent, then name
+  std::vector<Ino> orphans;           // orphan marks (the inode may be missing: fsck checks)
+  std::vector<Ino> symlink_targets;   // inodes that have a symlink target record
+  std::vector<Ino> xattr_owners;      // inodes that have at least one xattr, each once
+  std::vector<DamagedRecord> damaged;
+};
+
+// A repair written by fsck as one atomic, synced batch. Nothing is checked: the caller (fsck)
+// decides what is consistent. Deletions are applied before puts.
+struct RepairBatch {
+  std::vector<Inode> put_inodes;  // written whole
+  // Deletes the inode record and everything keyed by the inode number: symlink target, xattrs,
+  // orphan mark (also used for such records whose inode is missing). Directory entries *in* it
+  // are not touched.
+  std::vector<Ino> delete_inodes;
+  std::vector<EntryRecord> put_entries;
+  std::vector<std::pair<Ino, std::string>> delete_entries;  // (parent, name)
+  std::vector<Ino> set_orphans;
+  std::vector<Ino> clear_orphans;
+  std::vector<std::string> delete_raw_keys;  // damaged records (DamagedRecord::key)
+  std::optional<Ino> next_ino;               // superblock counter
+  std::optional<uint64_t> inode_count;       // superblock count
+  bool empty() const {
+    return put_inodes.empty() && delete_inodes.empty() && put_entries.empty() &&
+           delete_entries.empty() && set_orphans.empty() && clear_orphans.empty() &&
+           delete_raw_keys.empty() && !next_ino && !inode_count;
+  }
 };
 
 // RocksDB tuning for a store of small records. Read at Create/Open; fixed while the store is open.
@@ -154,6 +203,15 @@ class MetaStore {
   Result<Counts> GetCounts();
   // Makes every completed operation durable (syncs the write-ahead log).
   Status Sync();
+
+  // Reads every record (fsck, crash recovery). Records that do not decode are listed in
+  // `damaged` and otherwise skipped; only an unreadable store is an error. Memory grows with the
+  // store; meant for a store nobody else is changing (fsck holds the lock; at mount, before
+  // serving).
+  Result<StoreScan> Scan();
+  // Applies a repair (see RepairBatch) atomically and durably, and updates the in-memory
+  // superblock. For fsck only: it bypasses every namespace rule.
+  Status ApplyRepair(const RepairBatch& batch);
 
  private:
   struct Impl;
