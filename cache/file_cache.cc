@@ -108,10 +108,13 @@ bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
 }
 
 void FileCache::FoldCpuSamples() {
+  // T_hit is per block access, as the manager counts accesses: a read of a few bytes is one
+  // access like a read of the whole block (scaling by bytes made small reads look as costly as
+  // a disk read and shrank the horizon to nothing).
   const int64_t hit_nanos = hit_nanos_sum_.exchange(0, std::memory_order_relaxed);
-  const uint64_t hit_bytes = hit_bytes_sum_.exchange(0, std::memory_order_relaxed);
-  if (hit_bytes > 0) {
-    t_hit_.Add(static_cast<double>(hit_nanos) * block_size_ / static_cast<double>(hit_bytes));
+  const uint64_t hit_blocks = hit_blocks_sum_.exchange(0, std::memory_order_relaxed);
+  if (hit_blocks > 0) {
+    t_hit_.Add(static_cast<double>(hit_nanos) / static_cast<double>(hit_blocks));
   }
   const int64_t driver_nanos = driver_nanos_sum_.exchange(0, std::memory_order_relaxed);
   const uint64_t drivers = driver_count_.exchange(0, std::memory_order_relaxed);
@@ -301,7 +304,9 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       if (waits == 0) ++counters_.spec_hits;
     } else {
       ReaderState* r = Reader(static_cast<uint32_t>(ctx.stream), now);
-      const double accesses = static_cast<double>(n) / block_size_;
+      // T_cpu per block access: the gap before this read, spread over the blocks it touches
+      // (at least one; hinted accesses are whole blocks or a file's only block).
+      const double accesses = static_cast<double>(last - first + 1);
       const int64_t last_end = r->last_end_ns.load(std::memory_order_relaxed);
       if (r->last_start_ns > 0 && last_end >= r->last_start_ns && now >= last_end) {
         r->cpu_per_access.Add(static_cast<double>(now - last_end) / accesses);
@@ -352,7 +357,7 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
   if (!spec) {
     const int64_t end = clock_->NowNanos();
     hit_nanos_sum_.fetch_add(end - now, std::memory_order_relaxed);
-    hit_bytes_sum_.fetch_add(n, std::memory_order_relaxed);
+    hit_blocks_sum_.fetch_add(last - first + 1, std::memory_order_relaxed);
     if (reader != nullptr) reader->last_end_ns.store(end, std::memory_order_relaxed);
   }
   if (!st.ok()) return Result<size_t>(st);

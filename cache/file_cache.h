@@ -340,7 +340,7 @@ class FileCache {
   // Updated without mu_ (folded in under mu_ by FoldCpuSamples).
   std::atomic<uint64_t> stall_nanos_{0};
   std::atomic<int64_t> hit_nanos_sum_{0};
-  std::atomic<uint64_t> hit_bytes_sum_{0};
+  std::atomic<uint64_t> hit_blocks_sum_{0};
   std::atomic<int64_t> driver_nanos_sum_{0};
   std::atomic<uint64_t> driver_count_{0};
 };

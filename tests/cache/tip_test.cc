@@ -108,6 +108,32 @@ TEST(TipTest, EstimatorsMeasureDiskTimeAndComputeTime) {
   EXPECT_DOUBLE_EQ(rig.cache->QueryStream(200).horizon, 64.0);
 }
 
+// Small files are read in one short read each; such a read is one block access, not a fraction
+// of one. (T_cpu and T_hit used to be scaled by block_size / bytes read: a 256-byte read after
+// 2 ms of computation counted as 32 ms per access, which made the horizon of a search over
+// small files about 1 on real mounts.)
+TEST(TipTest, ShortReadsCountAsWholeAccessesInTheEstimators) {
+  Emulated emu;
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 2, 16, 1);
+  for (uint64_t b : {15, 13, 11, 9, 7}) {
+    ASSERT_EQ(rig.ReadWaiting(Reader(100), 2, b * kBlock + 100, 256, data.size()),
+              data.substr(b * kBlock + 100, 256));
+    rig.clock.Advance(2 * kMs);
+  }
+  // P = T_disk / T_cpu = 10 ms / 2 ms, as with whole-block reads.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 2, 4)).ok());
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(100).horizon, 5.0);
+  // A read spanning two blocks is two accesses: the 2 ms gap before it is 1 ms per access.
+  ReadContext reader = Reader(300);
+  ASSERT_EQ(rig.ReadWaiting(reader, 2, 0, kBlock, data.size()), data.substr(0, kBlock));
+  rig.clock.Advance(2 * kMs);
+  ASSERT_EQ(rig.ReadWaiting(reader, 2, 2 * kBlock - 10, 20, data.size()),
+            data.substr(2 * kBlock - 10, 20));
+  ASSERT_TRUE(rig.cache->Hint(Reverse(300, 2, 4)).ok());
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(300).horizon, 10.0);
+}
+
 TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
   Emulated emu;
   CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
