@@ -53,8 +53,8 @@ Result<GenerateResult> GenerateObjects(const ObjectParams& params, bool force);
 // The TVOL volume for xdataslice (volume_format.h).
 struct VolumeParams {
   std::string dir;
-  uint32_t dim = 256;   // 512 at --scale paper
-  uint32_t brick = 16;  // 16 KiB bricks (see volume_format.h)
+  uint32_t dim = 256;  // 512 at --scale paper
+  uint32_t brick = 8;  // 2 KiB bricks (see volume_format.h)
   uint64_t seed = 1;
 };
 Result<GenerateResult> GenerateVolume(const VolumeParams& params, bool force);

@@ -6,11 +6,13 @@
 // nb = dim / brick), and voxels inside a brick x-fastest too. The papers do not spell out
 // XDataSlice's file layout; bricks are the usual layout for slicing volumes larger than memory,
 // and they give what the benchmark needs: a slice at a random orientation reads exactly the
-// bricks it cuts, as scattered runs (the generator's default 16^3 bricks are 16 KiB; runs of
-// consecutive bricks average about 40 KiB), whose positions the program computes from the slice
-// geometry alone (no data dependency, hence hintable and speculable). 16 slices through 512^3
-// read 363 MB in about 8,500 reads, the scale of the paper's 370.7 MB.
-// Plain data and pure functions; safe from any thread.
+// bricks it cuts, as scattered runs whose positions the program computes from the slice
+// geometry alone (no data dependency, hence hintable and speculable). The generator's default
+// 8^3 bricks (2 KiB) make runs of about 7.5 KiB: reading is dominated by positioning, as the
+// paper's XDataSlice was (its 370.7 MB took 324.6 s on HP C2247 disks; by our estimate, reads
+// of about 25 KB issued one at a time); 32 slices through 512^3 read 362 MB. See
+// bench/workloads/README.md for what 16^3 bricks change. Plain data and pure functions; safe from
+// any thread.
 #pragma once
 
 #include <array>
