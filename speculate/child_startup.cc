@@ -30,30 +30,88 @@ long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 
   End(EndReason::kStartupFailed, syscall_nr);
 }
 
-// Hazard 1: remember where every inherited descriptor stands while the program waits for us.
-void SnapshotInheritedDescriptors() {
+bool IsInherited(int fd) { return ((g_state.inherited_fds[fd / 64] >> (fd % 64)) & 1) != 0; }
+
+// The position of an inherited description, read from /proc/self/fdinfo/N ("pos:\t123") rather
+// than with lseek: nothing the child does may touch a description it shares, not even a seek to
+// where it stands (on ext4, any lseek of a directory resets its readdir cookie). -1: unknown.
+int64_t SharedPosition(int fd) {
+  LineBuilder path;
+  path.Add("/proc/self/fdinfo/").Add(static_cast<uint64_t>(fd));
+  long info = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()), O_RDONLY | O_CLOEXEC);
+  if (info < 0) return -1;
+  char text[512];
+  long n = Sys(SYS_pread64, info, reinterpret_cast<long>(text), sizeof(text) - 1, 0);
+  Sys(SYS_close, info);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  if (strncmp(text, "pos:", 4) != 0) return -1;
+  const char* p = text + 4;
+  while (*p == ' ' || *p == '\t') ++p;
+  if (*p < '0' || *p > '9') return -1;
+  int64_t position = 0;
+  for (; *p >= '0' && *p <= '9'; ++p) position = position * 10 + (*p - '0');
+  return position;
+}
+
+// Lists the descriptors the child inherited into g_state.inherited_fds and returns the highest,
+// or fails startup. The list is complete before any other descriptor is opened, so the child's
+// own temporary descriptors never appear in it.
+int ListInheritedDescriptors() {
+  memset(g_state.inherited_fds, 0, sizeof(g_state.inherited_fds));
   long dir = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/self/fd"),
                  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) FailStartup(SYS_openat);
+  int highest = -1;
   alignas(8) char buffer[4096];
   for (;;) {
     long n = Sys(SYS_getdents64, dir, reinterpret_cast<long>(buffer), sizeof(buffer));
-    if (n <= 0) break;
+    if (n < 0) FailStartup(SYS_getdents64);
+    if (n == 0) break;
     for (long pos = 0; pos < n;) {
       auto* entry = reinterpret_cast<struct dirent64*>(buffer + pos);
       pos += entry->d_reclen;
       if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-      int fd = 0;
-      for (const char* c = entry->d_name; *c != '\0'; ++c) fd = fd * 10 + (*c - '0');
-      if (fd == dir || fd >= kMaxFds || g_state.config.sink->OwnsFd(fd)) continue;
-      Desc* d = NewDescFor(fd, /*inherited=*/true);
-      if (d == nullptr) continue;
-      long position = Sys(SYS_lseek, fd, 0, SEEK_CUR);  // SEEK_CUR 0 reads, never moves
-      if (d->facts.kind == FdFacts::kRegular) d->offset = position > 0 ? position : 0;
-      if (d->facts.kind == FdFacts::kDirectory) d->dir_pos = position > 0 ? position : 0;
+      int64_t fd = 0;
+      for (const char* c = entry->d_name; *c != '\0' && fd < kMaxFds; ++c) {
+        fd = fd * 10 + (*c - '0');
+      }
+      if (fd == dir) continue;
+      // A descriptor beyond the child's tables could not be kept away from the runtime.
+      if (fd >= kMaxFds) FailStartup(SYS_getdents64);
+      g_state.inherited_fds[fd / 64] |= uint64_t{1} << (fd % 64);
+      if (fd > highest) highest = static_cast<int>(fd);
     }
   }
   Sys(SYS_close, dir);
+  return highest;
+}
+
+// Hazard 1: remember where every inherited descriptor stands while the program waits for us.
+// Every one must be recorded: a descriptor the child does not know it shares would later be
+// taken for one of its own.
+void SnapshotInheritedDescriptors() {
+  int highest = ListInheritedDescriptors();
+  for (int fd = 0; fd <= highest; ++fd) {
+    if (!IsInherited(fd) || g_state.config.sink->OwnsFd(fd)) continue;
+    Desc* d = NewDescFor(fd, /*inherited=*/true);
+    if (d == nullptr) FailStartup(SYS_fstat);
+    if (d->facts.kind != FdFacts::kRegular && d->facts.kind != FdFacts::kDirectory) continue;
+    int64_t position = SharedPosition(fd);
+    if (position < 0) FailStartup(SYS_pread64);
+    if (d->facts.kind == FdFacts::kRegular) d->offset = static_cast<uint64_t>(position);
+    if (d->facts.kind == FdFacts::kDirectory) d->dir_pos = position;
+  }
+  // The runtime's private descriptors go above every inherited one; the sandbox lets it seek
+  // nothing below (hazard 1 enforced by the kernel, not only by this code).
+  g_state.private_fd_base = highest + 1 > kPrivateFdBase ? highest + 1 : kPrivateFdBase;
+  // Room up there: the child's own descriptor limit (it shares no limit with the program).
+  struct rlimit files;
+  if (Sys(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, reinterpret_cast<long>(&files)) == 0 &&
+      files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    Sys(SYS_prlimit64, 0, RLIMIT_NOFILE, reinterpret_cast<long>(&files), 0);
+  }
 }
 
 // Hazard 2: stdout and stderr go to /dev/null (the writes are swallowed anyway).
@@ -95,9 +153,9 @@ void ProtectSharedMapping(const char* line) {
   if (perms[3] != 's') return;
   uint64_t log_start = reinterpret_cast<uint64_t>(g_state.config.log);
   if (start == log_start) return;
-  if (g_state.shared_region_count < kMaxSharedRegions) {
-    g_state.shared_regions[g_state.shared_region_count++] = Region{start, end};
-  }
+  // Untracked, a shared mapping could be made writable again: better not to speculate at all.
+  if (g_state.shared_region_count >= kMaxSharedRegions) FailStartup(SYS_mprotect);
+  g_state.shared_regions[g_state.shared_region_count++] = Region{start, end};
   if (perms[1] == 'w') {
     int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
     Sys(SYS_mprotect, start, end - start, prot);
@@ -162,7 +220,7 @@ void BecomeSpeculativeChild(const ChildConfig& config) {
   // the child must not read from the mount at all.
   long attached = config.sink->Attach(config.stream, config.epoch, config.wait_for_data);
   if (attached != 0) FailStartup(SYS_ioctl);
-  long installed = InstallSandboxFilter(*config.filter);
+  long installed = InstallSandboxFilter(*config.filter, g_state.self_pid, g_state.private_fd_base);
   if (installed != 0) FailStartup(SYS_seccomp);
 
   config.log->ready.store(1, std::memory_order_release);

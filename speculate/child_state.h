@@ -21,14 +21,18 @@ struct Desc {
   FdFacts facts;
   uint64_t offset;     // the shadow offset of a regular file
   int64_t dir_pos;     // an inherited directory's position at the fork
-  int private_dir_fd;  // a private re-open of an inherited directory, or -1
+  // The descriptor getdents64 and lseek of a directory go to: a private re-open of an inherited
+  // directory, or a high duplicate of one the child opened; -1 until first needed. Always at or
+  // above State::private_fd_base, the only descriptors the sandbox lets the runtime seek.
+  int private_dir_fd;
   uint32_t refs;
 };
 
 inline constexpr int kMaxFds = 65536;
 inline constexpr int kMaxDescs = 1024;
 inline constexpr int kMaxSharedRegions = 128;
-// Private descriptors of the child's runtime live here, out of the program's usual range.
+// Private descriptors of the child's runtime live at or above this (or above the highest
+// inherited descriptor, whichever is higher), out of the program's usual range.
 inline constexpr int kPrivateFdBase = 1000;
 
 struct Region {
@@ -39,6 +43,11 @@ struct Region {
 struct State {
   ChildConfig config;
   pid_t self_pid;
+  // Every descriptor at or above this is one the child made itself: no inherited description
+  // lives there (startup checks), and the program's dup/F_DUPFD may not put one there. The
+  // sandbox lets the runtime lseek and getdents64 only these (hazard 1, kernel-enforced).
+  int private_fd_base;
+  uint64_t inherited_fds[kMaxFds / 64];  // startup scratch: the descriptors listed at the fork
   bool skip_next_log;  // the read the program itself is doing at the fork point
   int16_t fd_desc[kMaxFds];  // desc index + 1; 0 = not known yet
   Desc descs[kMaxDescs];
@@ -56,6 +65,8 @@ Desc* DescFor(int fd);
 Desc* NewDescFor(int fd, bool inherited);
 // Drops fd's reference to its Desc.
 void ForgetFd(int fd);
+// True when fd is one of the runtime's private descriptors (directory re-opens).
+bool IsPrivateFd(int fd);
 // Stops speculating: records why in the shared log, wakes the program, exits.
 [[noreturn]] void End(EndReason reason, long syscall_nr);
 

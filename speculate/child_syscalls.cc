@@ -8,7 +8,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <termios.h>
 #include <ucontext.h>
@@ -72,6 +74,14 @@ void ForgetFd(int fd) {
   }
 }
 
+bool IsPrivateFd(int fd) {
+  if (fd < g_state.private_fd_base) return false;
+  for (const Desc& d : g_state.descs) {
+    if (d.used && d.private_dir_fd == fd) return true;
+  }
+  return false;
+}
+
 static void MapFd(int fd, Desc* desc) {
   ForgetFd(fd);
   g_state.fd_desc[fd] = static_cast<int16_t>(desc - g_state.descs + 1);
@@ -130,6 +140,13 @@ long LengthWithoutData(int fd, const Desc* d, uint64_t offset, uint64_t requeste
   uint64_t size = CurrentSize(fd, d);
   if (offset >= size) return 0;
   return static_cast<long>(requested < size - offset ? requested : size - offset);
+}
+
+// /dev/null, zero, full, random and urandom: opened and read without effect on anyone.
+bool IsEmulatedMemoryDevice(dev_t rdev) {
+  unsigned minor_number = minor(rdev);
+  return major(rdev) == 1 && (minor_number == 3 || minor_number == 5 || minor_number == 7 ||
+                              minor_number == 8 || minor_number == 9);
 }
 
 long ReadMemoryDevice(const Desc* d, char* buffer, uint64_t length) {
@@ -191,20 +208,27 @@ long SumLengths(const struct iovec* iov, long count) {
   return total;
 }
 
-// An inherited directory is read through a private re-open, positioned where the program's
-// description stood at the fork, so getdents never moves the program's position (hazard 1).
+// A directory is read and sought through a private descriptor at or above private_fd_base, the
+// only ones the sandbox lets the runtime lseek or getdents64: for an inherited directory a
+// re-open, positioned where the program's description stood at the fork, so getdents never
+// moves the program's position (hazard 1); for one the child opened, a duplicate of it.
 int DirectoryFd(int fd, Desc* d) {
-  if (!d->inherited) return fd;
   if (d->private_dir_fd >= 0) return d->private_dir_fd;
-  LineBuilder path;
-  path.Add("/proc/self/fd/").Add(static_cast<uint64_t>(fd));
-  long opened = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()),
-                    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (opened < 0) return static_cast<int>(opened);
-  long high = Sys(SYS_fcntl, opened, F_DUPFD_CLOEXEC, kPrivateFdBase);
-  Sys(SYS_close, opened);
+  long source = fd;
+  if (d->inherited) {
+    LineBuilder path;
+    path.Add("/proc/self/fd/").Add(static_cast<uint64_t>(fd));
+    source = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()),
+                 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (source < 0) return static_cast<int>(source);
+  }
+  long high = Sys(SYS_fcntl, source, F_DUPFD_CLOEXEC, g_state.private_fd_base);
+  if (d->inherited) Sys(SYS_close, source);
   if (high < 0) return static_cast<int>(high);
-  Sys(SYS_lseek, high, d->dir_pos, SEEK_SET);
+  if (d->inherited && Sys(SYS_lseek, high, d->dir_pos, SEEK_SET) < 0) {
+    Sys(SYS_close, high);
+    return -EIO;
+  }
   d->private_dir_fd = static_cast<int>(high);
   return d->private_dir_fd;
 }
@@ -257,7 +281,13 @@ long DoFcntl(int fd, long cmd, long arg) {
     case F_GETSIG: case F_GETPIPE_SZ: case F_GET_SEALS: case F_GETLEASE: case F_GETOWN_EX:
       return Sys(SYS_fcntl, fd, cmd, arg);
     case F_DUPFD: case F_DUPFD_CLOEXEC: {
+      // Nothing of the program's goes up among the runtime's private descriptors.
+      if (arg >= g_state.private_fd_base) return -EMFILE;
       long new_fd = Sys(SYS_fcntl, fd, cmd, arg);
+      if (new_fd >= g_state.private_fd_base) {
+        Sys(SYS_close, new_fd);
+        return -EMFILE;
+      }
       if (new_fd >= 0) MapFd(static_cast<int>(new_fd), d);
       return new_fd;
     }
@@ -276,9 +306,15 @@ long DoDup(long nr, long old_fd, long new_fd, long flags) {
   Desc* d = DescFor(static_cast<int>(old_fd));
   if (d == nullptr) return -EBADF;
   if (g_state.config.sink->OwnsFd(static_cast<int>(new_fd))) return -EBUSY;
+  // Nothing of the program's goes up among the runtime's private descriptors.
+  if (nr != SYS_dup && (new_fd < 0 || new_fd >= g_state.private_fd_base)) return -EBADF;
   long result;
   if (nr == SYS_dup) {
     result = Sys(SYS_dup, old_fd);
+    if (result >= g_state.private_fd_base) {
+      Sys(SYS_close, result);
+      return -EMFILE;
+    }
   } else if (nr == SYS_dup2 && old_fd == new_fd) {
     return new_fd;
   } else {
@@ -290,11 +326,16 @@ long DoDup(long nr, long old_fd, long new_fd, long flags) {
 
 // Opens are read-only in the child. A file opened for writing is opened read-only (reads see
 // what is there, writes are swallowed); one that would be created is a /dev/null stand-in.
+// The path is first opened with O_PATH, which has no effect on what it names, and only regular
+// files, directories and the memory devices are then really opened (through /proc/self/fd):
+// opening a FIFO would release a writer waiting in open(), and opening other devices can act.
 long DoOpen(long dir_fd, long path, long flags) {
   constexpr long kWriteFlags = O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | O_EXCL;
   bool creates = (flags & O_CREAT) != 0;
   bool temporary = (flags & __O_TMPFILE) == __O_TMPFILE;
-  long fd = temporary ? -ENOENT : Sys(SYS_openat, dir_fd, path, flags & ~kWriteFlags);
+  bool path_only = (flags & O_PATH) != 0;
+  long probe_flags = O_PATH | (flags & (O_NOFOLLOW | O_DIRECTORY | (path_only ? O_CLOEXEC : 0)));
+  long fd = temporary ? -ENOENT : Sys(SYS_openat, dir_fd, path, probe_flags);
   if (creates && (flags & O_EXCL) != 0 && fd >= 0) {
     Sys(SYS_close, fd);
     return -EEXIST;
@@ -303,6 +344,32 @@ long DoOpen(long dir_fd, long path, long flags) {
   if (fd == -ENOENT && (creates || temporary)) {
     fd = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY | O_CLOEXEC);
     discard = true;
+  } else if (fd >= 0 && !path_only) {
+    struct stat st;
+    if (Sys(SYS_fstat, fd, reinterpret_cast<long>(&st)) != 0) {
+      Sys(SYS_close, fd);
+      return -EIO;
+    }
+    if (S_ISLNK(st.st_mode)) {  // O_NOFOLLOW on a symbolic link: what open itself says
+      Sys(SYS_close, fd);
+      return -ELOOP;
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) &&
+        !(S_ISCHR(st.st_mode) && IsEmulatedMemoryDevice(st.st_rdev))) {
+      Sys(SYS_close, fd);
+      End(EndReason::kStreamRead, SYS_openat);
+    }
+    LineBuilder reopen;
+    reopen.Add("/proc/self/fd/").Add(static_cast<uint64_t>(fd));
+    long opened = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(reopen.data()),
+                      flags & ~(kWriteFlags | O_NOFOLLOW));
+    Sys(SYS_close, fd);
+    // The probe held the lowest free number; the real descriptor should have it.
+    if (opened > fd && Sys(SYS_dup3, opened, fd, flags & O_CLOEXEC) == fd) {
+      Sys(SYS_close, opened);
+      opened = fd;
+    }
+    fd = opened;
   }
   if (fd < 0) return fd;
   ForgetFd(static_cast<int>(fd));
@@ -318,6 +385,7 @@ long DoOpen(long dir_fd, long path, long flags) {
 
 long DoClose(int fd) {
   if (g_state.config.sink->OwnsFd(fd)) return 0;  // the runtime's own descriptors stay open
+  if (IsPrivateFd(fd)) return -EBADF;              // as far as the program knows, never open
   ForgetFd(fd);
   return Sys(SYS_close, fd);
 }
@@ -398,9 +466,16 @@ long Emulate(long nr, const long* a) {
     case SYS_prlimit64:
       if (a[0] == 0 || a[0] == g_state.self_pid) return Sys(SYS_prlimit64, 0, a[1], 0, a[3]);
       return -EPERM;
-    case SYS_mmap:  // trapped only for shared writable mappings
+    case SYS_mmap:  // trapped only for shared mappings of files
       if ((a[3] & MAP_ANONYMOUS) != 0) return Sys(SYS_mmap, a[0], a[1], a[2], a[3], a[4], a[5]);
-      End(EndReason::kSharedMemoryWrite, nr);
+      if ((a[2] & PROT_WRITE) != 0) End(EndReason::kSharedMemoryWrite, nr);
+      // Read-only, a private mapping shows the same bytes, and stays the child's own even if
+      // the program later makes it writable.
+      return Sys(SYS_mmap, a[0], a[1], a[2], (a[3] & ~long{MAP_SHARED_VALIDATE}) | MAP_PRIVATE,
+                 a[4], a[5]);
+    case SYS_mremap:  // moved, an inherited shared mapping would escape the mprotect check
+      if (OverlapsSharedRegion(a[0], a[1])) End(EndReason::kSharedMemoryWrite, nr);
+      return Sys(SYS_mremap, a[0], a[1], a[2], a[3], a[4]);
     case SYS_mprotect:  // trapped only when adding PROT_WRITE
       if (OverlapsSharedRegion(a[0], a[1])) End(EndReason::kSharedMemoryWrite, nr);
       return Sys(SYS_mprotect, a[0], a[1], a[2]);

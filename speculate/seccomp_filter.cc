@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/fs.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -19,7 +22,7 @@ namespace {
 // System calls the program may make in the child without our involvement: they read state or
 // change only the child's own process (its memory, its signal mask, its timers, its cwd).
 constexpr int kProgramAllowed[] = {
-    SYS_brk, SYS_munmap, SYS_mremap, SYS_madvise, SYS_mincore, SYS_msync, SYS_fstat,
+    SYS_brk, SYS_munmap, SYS_madvise, SYS_mincore, SYS_msync, SYS_fstat,
     SYS_newfstatat, SYS_stat, SYS_lstat, SYS_statx, SYS_access, SYS_faccessat, SYS_faccessat2,
     SYS_readlink, SYS_readlinkat, SYS_getcwd, SYS_chdir, SYS_fchdir, SYS_statfs, SYS_fstatfs,
     SYS_getxattr, SYS_lgetxattr, SYS_fgetxattr, SYS_listxattr, SYS_llistxattr, SYS_flistxattr,
@@ -36,14 +39,30 @@ constexpr int kProgramAllowed[] = {
     SYS_timer_gettime, SYS_timer_delete, SYS_mlock, SYS_munlock,
 };
 
-// What libtipspec's own runtime (the SIGSYS handler and the child's startup) issues.
+// What libtipspec's own runtime (the SIGSYS handler and the child's startup) issues with any
+// arguments: calls that touch only the child (its memory, its descriptor table, its signal
+// handlers) or read. pread64/preadv read at an explicit offset and never move one.
 constexpr int kTrampolineAllowed[] = {
-    SYS_pread64, SYS_preadv, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_getdents64,
-    SYS_ioctl, SYS_futex, SYS_readlinkat, SYS_fcntl, SYS_exit_group, SYS_exit, SYS_mmap,
-    SYS_munmap, SYS_mprotect, SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_getpid, SYS_gettid,
-    SYS_getppid, SYS_kill, SYS_tgkill, SYS_tkill, SYS_dup, SYS_dup3, SYS_getrandom,
+    SYS_pread64, SYS_preadv, SYS_close, SYS_fstat, SYS_newfstatat, SYS_futex, SYS_readlinkat,
+    SYS_exit_group, SYS_exit, SYS_mmap, SYS_munmap, SYS_mprotect, SYS_mremap, SYS_rt_sigaction,
+    SYS_rt_sigprocmask, SYS_getpid, SYS_gettid, SYS_getppid, SYS_dup, SYS_dup3, SYS_getrandom,
     SYS_sched_yield, SYS_clock_gettime, SYS_prlimit64,
 };
+
+// fcntl commands the runtime may issue: they read, or change only the child's descriptor table.
+constexpr uint32_t kTrampolineFcntl[] = {
+    F_GETFD, F_SETFD, F_GETFL, F_GETLK, F_OFD_GETLK, F_GETOWN, F_GETSIG, F_GETPIPE_SZ,
+    F_GET_SEALS, F_GETLEASE, F_GETOWN_EX, F_DUPFD, F_DUPFD_CLOEXEC,
+};
+
+// ioctl requests the runtime may issue on the program's behalf: all of them only read.
+constexpr uint32_t kTrampolineIoctl[] = {
+    TCGETS, TIOCGWINSZ, TIOCGPGRP, FIONREAD, static_cast<uint32_t>(FS_IOC_GETFLAGS),
+};
+
+// Placeholders the child replaces (SandboxFilter::*_slots) before installing the filter.
+constexpr uint32_t kSelfPidPlaceholder = 0xfffffff0u;
+constexpr uint32_t kPrivateFdBasePlaceholder = 0xfffffff1u;
 
 constexpr uint32_t kOffsetNr = offsetof(struct seccomp_data, nr);
 constexpr uint32_t kOffsetArch = offsetof(struct seccomp_data, arch);
@@ -72,6 +91,8 @@ class BpfAssembler {
   void JumpIfAtLeast(uint32_t k, Label yes, Label no = kNext) {
     Emit(BPF_JMP | BPF_JGE | BPF_K, k, yes, no);
   }
+  // The index of the next instruction (for constants patched after assembly).
+  uint32_t Position() const { return static_cast<uint32_t>(code_.size()); }
   void Return(uint32_t action) { Emit(BPF_RET | BPF_K, action, kNext, kNext); }
 
   Result<std::vector<sock_filter>> Finish() {
@@ -117,6 +138,7 @@ class BpfAssembler {
 
 Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   BpfAssembler a;
+  SandboxFilter filter;
   auto kill = a.NewLabel();
   auto program = a.NewLabel();
   auto program_allow = a.NewLabel();
@@ -125,7 +147,12 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   auto mprotect_check = a.NewLabel();
   auto write_check = a.NewLabel();
   auto openat_check = a.NewLabel();
+  auto private_fd_check = a.NewLabel();
+  auto fcntl_check = a.NewLabel();
+  auto ioctl_check = a.NewLabel();
+  auto self_check = a.NewLabel();
   auto tramp_allow = a.NewLabel();
+  auto tramp_kill = a.NewLabel();
 
   a.Load(kOffsetArch);
   a.JumpIfEqual(AUDIT_ARCH_X86_64, BpfAssembler::kNext, kill);
@@ -136,21 +163,50 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   a.Load(kOffsetIpLow);
   a.JumpIfEqual(static_cast<uint32_t>(trampoline_ip), BpfAssembler::kNext, program);
 
-  // Calls from RawSyscall.
+  // Calls from RawSyscall. Descriptor and command arguments are unsigned int in the kernel, so
+  // their low 32 bits are all it looks at.
   a.Load(kOffsetNr);
   for (int nr : kTrampolineAllowed) a.JumpIfEqual(nr, tramp_allow);
   a.JumpIfEqual(SYS_write, write_check);
   a.JumpIfEqual(SYS_openat, openat_check);
+  a.JumpIfEqual(SYS_lseek, private_fd_check);
+  a.JumpIfEqual(SYS_getdents64, private_fd_check);
+  a.JumpIfEqual(SYS_fcntl, fcntl_check);
+  a.JumpIfEqual(SYS_ioctl, ioctl_check);
+  a.JumpIfEqual(SYS_kill, self_check);
+  a.JumpIfEqual(SYS_tgkill, self_check);
+  a.JumpIfEqual(SYS_tkill, self_check);
   a.Return(SECCOMP_RET_KILL_PROCESS);
   a.Bind(write_check);
   a.Load(ArgLow(0));
-  a.JumpIfEqual(static_cast<uint32_t>(log_fd), tramp_allow, kill);
+  a.JumpIfEqual(static_cast<uint32_t>(log_fd), tramp_allow, tramp_kill);
   a.Bind(openat_check);
   a.Load(ArgLow(2));
   // 020000000 is O_TMPFILE's own bit (glibc's __O_TMPFILE also includes O_DIRECTORY).
-  a.JumpIfAnySet(O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | 020000000, kill, tramp_allow);
+  a.JumpIfAnySet(O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | 020000000, tramp_kill,
+                 tramp_allow);
+  // Hazard 1: a file offset or directory position moves only on the child's own descriptors.
+  a.Bind(private_fd_check);
+  a.Load(ArgLow(0));
+  filter.private_fd_base_slots.push_back(a.Position());
+  a.JumpIfAtLeast(kPrivateFdBasePlaceholder, tramp_allow, tramp_kill);
+  a.Bind(fcntl_check);
+  a.Load(ArgLow(1));
+  for (uint32_t cmd : kTrampolineFcntl) a.JumpIfEqual(cmd, tramp_allow);
+  a.Return(SECCOMP_RET_KILL_PROCESS);
+  a.Bind(ioctl_check);
+  a.Load(ArgLow(1));
+  for (uint32_t request : kTrampolineIoctl) a.JumpIfEqual(request, tramp_allow);
+  a.Return(SECCOMP_RET_KILL_PROCESS);
+  // kill(pid), tgkill(tgid, tid), tkill(tid): the child is single-threaded, so its tid is its pid.
+  a.Bind(self_check);
+  a.Load(ArgLow(0));
+  filter.self_pid_slots.push_back(a.Position());
+  a.JumpIfEqual(kSelfPidPlaceholder, tramp_allow, tramp_kill);
   a.Bind(tramp_allow);
   a.Return(SECCOMP_RET_ALLOW);
+  a.Bind(tramp_kill);
+  a.Return(SECCOMP_RET_KILL_PROCESS);
 
   // Calls from anywhere else.
   a.Bind(program);
@@ -159,12 +215,12 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   a.JumpIfEqual(SYS_mmap, mmap_check);
   a.JumpIfEqual(SYS_mprotect, mprotect_check);
   a.Return(SECCOMP_RET_TRAP);
-  // mmap: a shared, writable mapping could carry writes out of the child; the handler decides.
+  // mmap: a shared file mapping could carry writes out of the child (at once, or after an
+  // mprotect or mremap): the handler decides. Private and shared anonymous memory is its own.
   a.Bind(mmap_check);
   a.Load(ArgLow(3));
   a.JumpIfAnySet(MAP_SHARED, BpfAssembler::kNext, program_allow);
-  a.Load(ArgLow(2));
-  a.JumpIfAnySet(PROT_WRITE, program_trap, program_allow);
+  a.JumpIfAnySet(MAP_ANONYMOUS, program_allow, program_trap);
   // mprotect: making memory writable might reopen a shared mapping we made read-only.
   a.Bind(mprotect_check);
   a.Load(ArgLow(2));
@@ -178,15 +234,32 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
 
   Result<std::vector<sock_filter>> code = a.Finish();
   if (!code.ok()) return code.status();
-  return SandboxFilter{std::move(*code)};
+  if (code->size() > SandboxFilter::kMaxInstructions) {
+    return Status::InvalidArgument("sandbox filter: " + std::to_string(code->size()) +
+                                   " instructions, more than the child's copy holds");
+  }
+  filter.program = std::move(*code);
+  return filter;
 }
 
-long InstallSandboxFilter(const SandboxFilter& filter) {
+long InstallSandboxFilter(const SandboxFilter& filter, pid_t self_pid, int private_fd_base) {
+  // The child's own copy: the parent's filter is shared by every child it forks.
+  static sock_filter patched[SandboxFilter::kMaxInstructions];
+  size_t length = filter.program.size();
+  if (length == 0 || length > SandboxFilter::kMaxInstructions || self_pid <= 0 ||
+      private_fd_base <= 0) {
+    return -EINVAL;
+  }
+  memcpy(patched, filter.program.data(), length * sizeof(sock_filter));
+  for (uint32_t slot : filter.self_pid_slots) patched[slot].k = static_cast<uint32_t>(self_pid);
+  for (uint32_t slot : filter.private_fd_base_slots) {
+    patched[slot].k = static_cast<uint32_t>(private_fd_base);
+  }
   long rc = RawSyscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   if (rc != 0) return rc;
   struct sock_fprog prog;
-  prog.len = static_cast<unsigned short>(filter.program.size());
-  prog.filter = const_cast<sock_filter*>(filter.program.data());
+  prog.len = static_cast<unsigned short>(length);
+  prog.filter = patched;
   return RawSyscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, reinterpret_cast<long>(&prog));
 }
 

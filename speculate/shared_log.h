@@ -26,7 +26,8 @@ enum class EndReason : uint32_t {
   kNone = 0,
   kProgramExit = 1,       // the program finished in the child
   kForbiddenSyscall = 2,  // a call the sandbox does not allow (end_syscall says which)
-  kStreamRead = 3,        // a read from a pipe, socket or terminal it shares with the program
+  kStreamRead = 3,        // a read of a pipe, socket or terminal it shares with the program, or
+                          // an open of a FIFO, socket or device
   kSharedMemoryWrite = 4, // a write mapping of memory or a file it shares with the program
   kSignalToOther = 5,     // a signal to another process
   kParentGone = 6,        // the program went away

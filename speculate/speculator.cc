@@ -191,8 +191,13 @@ bool Speculator::ShouldFork() const {
   return last_read_nanos_ >= static_cast<int64_t>(options_.stall_usec) * 1000;
 }
 
+// A vfork child (posix_spawn's, or the program's own vfork) shares the program's memory: what it
+// did here would be done to the program's speculation. pthread_atfork makes fork children
+// distinct processes with their own stream_; a vfork child still has the program's.
+bool Speculator::InProgramProcess() const { return static_cast<uint64_t>(getpid()) == stream_; }
+
 void Speculator::Fork() {
-  if (!EnsureLog()) return;
+  if (!InProgramProcess() || !EnsureLog()) return;
   log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
   ++epoch_;
   ChildConfig config{&watch_, &sink_, &filter_, log_, sizeof(SharedLog), stream_, epoch_,
@@ -272,7 +277,7 @@ void Speculator::EndChild(StopCause cause) {
 }
 
 void Speculator::BeforeExec() {
-  if (!active() || InSpeculativeChild()) return;
+  if (!active() || InSpeculativeChild() || !InProgramProcess()) return;
   {
     Locked lock(&mu_);
     if (child_pid_ > 0) EndChild(StopCause::kExec);

@@ -79,6 +79,7 @@ class Speculator {
   // REQUIRES: mu_ held.
   void CheckRead(uint64_t dev, uint64_t ino, uint64_t offset);
   bool ShouldFork() const;
+  bool InProgramProcess() const;
   void Fork();
   bool WaitForChildReady(pid_t pid);
   void EndChild(StopCause cause);

@@ -46,7 +46,8 @@ struct tipspec_counters {
   uint64_t offtrack_behind;          /* the program caught up with its child */
   uint64_t child_ended_program_exit; /* the child ran to the program's end */
   uint64_t child_ended_forbidden;    /* the child tried a call the sandbox denies */
-  uint64_t child_ended_stream_read;  /* ... a read of a shared pipe, socket or terminal */
+  uint64_t child_ended_stream_read;  /* ... a read of a shared pipe, socket or terminal, or an open
+                                        of a FIFO, socket or device */
   uint64_t child_ended_shared_write; /* ... a write mapping of shared memory */
   uint64_t child_ended_signal;       /* ... a signal to another process */
   uint64_t child_killed_by_sandbox;  /* the kernel killed it (seccomp) */

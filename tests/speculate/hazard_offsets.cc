@@ -86,17 +86,6 @@ int main(int argc, char** argv) {
   ReadPiece(fd, 4096, "at-eof");
   ReadPiece(lock_fd, 300, "plain");
 
-  long count = 10;
-  while (struct dirent* entry = readdir(dir)) {
-    names = Fnv(entry->d_name, strlen(entry->d_name), names);
-    ++count;
-  }
-  printf("directory entries=%ld hash=%016llx\n", count, (unsigned long long)names);
-  int flags = fcntl(fd, F_GETFL);
-  printf("status flags append=%d nonblock=%d\n", (flags & O_APPEND) != 0,
-         (flags & O_NONBLOCK) != 0);
-  int other = open(argv[3], O_RDONLY);
-  int locked = flock(other, LOCK_EX | LOCK_NB);
-  printf("lock still held by us: %s\n", locked != 0 && errno == EWOULDBLOCK ? "yes" : "no");
+  hazard::PrintSharedState(dir, 10, names, fd, argv[3]);
   return 0;
 }

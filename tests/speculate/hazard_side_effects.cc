@@ -81,6 +81,30 @@ int Act(const std::string& action, const std::string& tag, pid_t test_pid,
     munmap(map, 4096);
     return 0;
   }
+  if (action == "mmap-then-mprotect") {  // read-only at first, so not a write mapping yet
+    void* map = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, g_mapped_fd, 0);
+    if (map == MAP_FAILED) return errno;
+    if (mprotect(map, 4096, PROT_READ | PROT_WRITE) != 0) return errno;
+    memcpy(static_cast<char*>(map) + where, tag.data(), tag.size());
+    munmap(map, 4096);
+    return 0;
+  }
+  if (action == "mremap-then-write") {  // the shared mapping moved where no one watched it
+    void* target = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (target == MAP_FAILED) return errno;
+    void* moved = mremap(g_shared, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (moved == MAP_FAILED) return errno;
+    if (mprotect(moved, 4096, PROT_READ | PROT_WRITE) != 0) return errno;
+    memcpy(static_cast<char*>(moved) + where, tag.data(), tag.size());
+    return 0;
+  }
+  if (action == "fifo") {  // opening a FIFO to read releases a writer blocked in open()
+    if (tag == "real") return 0;  // the program itself never does: nobody writes to it
+    int fd = open(Path("fifo").c_str(), O_RDONLY);
+    if (fd < 0) return errno;
+    close(fd);
+    return 0;
+  }
   if (action == "shared-memory") {
     memcpy(g_shared + where, tag.data(), tag.size());
     return 0;

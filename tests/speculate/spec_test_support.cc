@@ -32,7 +32,9 @@ SpecScratch::~SpecScratch() {
 }
 
 RunResult SpecScratch::Run(const std::vector<std::string>& argv, bool preload,
-                           const std::string& cwd) const {
+                           const std::string& cwd,
+                           const std::vector<std::pair<std::string, std::string>>& environment)
+    const {
   std::string out_path = root_ + "/run.out";
   pid_t pid = fork();
   if (pid == 0) {
@@ -50,6 +52,7 @@ RunResult SpecScratch::Run(const std::vector<std::string>& argv, bool preload,
       setenv("TIPSPEC_LOCKSTEP", "1", 1);
       setenv("TIPSPEC_STALL_USEC", "0", 1);
     }
+    for (const auto& [name, value] : environment) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

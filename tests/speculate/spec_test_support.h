@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tipfs::spec::testing {
@@ -26,9 +27,10 @@ class SpecScratch {
   std::string stats_file() const { return root_ + "/stats.txt"; }
 
   // Runs argv with cwd = `cwd` (default root). With `preload`, under libtipspec in lockstep
-  // (deterministic) mode, re-forking at every opportunity, hints to hint_log().
-  RunResult Run(const std::vector<std::string>& argv, bool preload,
-                const std::string& cwd = "") const;
+  // (deterministic) mode, re-forking at every opportunity, hints to hint_log(); `environment`
+  // (NAME, VALUE) pairs are set last, so they can change those knobs.
+  RunResult Run(const std::vector<std::string>& argv, bool preload, const std::string& cwd = "",
+                const std::vector<std::pair<std::string, std::string>>& environment = {}) const;
 
   // Counters printed by every process of the last preloaded runs (summed over processes).
   std::map<std::string, uint64_t> Stats() const;

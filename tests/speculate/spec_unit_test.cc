@@ -1,8 +1,15 @@
 // Unit tests of libtipspec's pieces that need no child: the knobs, the hint log's on-track and
 // run-ahead rules, the sandbox filter assembly, and the launcher's environment and exit status.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <functional>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -124,7 +131,7 @@ TEST(SandboxFilterTest, KillsTheChildOnAForbiddenCallButNotTheCaller) {
   std::string dir = ::testing::TempDir() + "/sandbox-" + std::to_string(getpid());
   pid_t pid = fork();
   if (pid == 0) {
-    if (InstallSandboxFilter(*filter) != 0) _exit(3);
+    if (InstallSandboxFilter(*filter, getpid(), 1000) != 0) _exit(3);
     // From RawSyscall, mkdir is not in the runtime's allow-list: the kernel kills the process.
     RawSyscall(SYS_mkdir, reinterpret_cast<long>(dir.c_str()), 0755);
     _exit(0);
@@ -134,6 +141,96 @@ TEST(SandboxFilterTest, KillsTheChildOnAForbiddenCallButNotTheCaller) {
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGSYS);
   EXPECT_NE(access(dir.c_str(), F_OK), 0) << "the directory must not exist";
+}
+
+std::atomic<int> g_urgent_signals{0};
+
+// Runs `call` in a forked process under the sandbox (as a child with pid getpid() and private
+// descriptors from 1000 up) and returns its wait status.
+int RunSandboxed(const SandboxFilter& filter, const std::function<long()>& call) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (InstallSandboxFilter(filter, getpid(), 1000) != 0) _exit(3);
+    // Through RawSyscall: exit from anywhere else is a call the sandbox traps.
+    RawSyscall(SYS_exit_group, call() < 0 ? 4 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// Hazard 1 (and signals) enforced by the kernel, not only by the SIGSYS handler's code: the
+// runtime's own system calls cannot move a file offset or a directory position, change status
+// flags, or signal anyone, on what the child shares with the program. Each call below would
+// change the program's state; under the sandbox it kills the child and the state is intact.
+TEST(SandboxFilterTest, RuntimeCannotChangeWhatTheChildSharesWithTheProgram) {
+  Result<SandboxFilter> filter = BuildSandboxFilter(RawSyscallReturnAddress(), -1);
+  ASSERT_TRUE(filter.ok()) << filter.status().ToString();
+  testing::SpecScratch scratch;
+  std::string file = scratch.root() + "/shared";
+  testing::WriteFile(file, std::string(8192, 'x'));
+  std::string dir_path = scratch.root() + "/dir";
+  mkdir(dir_path.c_str(), 0755);
+  for (int i = 0; i < 200; ++i) testing::WriteFile(dir_path + "/entry" + std::to_string(i), "");
+  int fd = open(file.c_str(), O_RDONLY);
+  int dir = open(dir_path.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_GE(dir, 0);
+  ASSERT_LT(dir, 1000);
+  ASSERT_EQ(lseek(fd, 123, SEEK_SET), 123);
+  alignas(8) char entries[512];
+  ASSERT_GT(syscall(SYS_getdents64, dir, entries, sizeof(entries)), 0);
+  off_t dir_position = lseek(dir, 0, SEEK_CUR);
+  g_urgent_signals = 0;
+  signal(SIGURG, [](int) { ++g_urgent_signals; });
+  pid_t program = getpid();
+  int one = 1;
+
+  const std::vector<std::pair<std::string, std::function<long()>>> forbidden = {
+      {"lseek of the shared file", [&] { return RawSyscall(SYS_lseek, fd, 0, SEEK_SET); }},
+      {"lseek of the shared directory", [&] { return RawSyscall(SYS_lseek, dir, 0, SEEK_SET); }},
+      {"getdents64 of the shared directory",
+       [&] {
+         return RawSyscall(SYS_getdents64, dir, reinterpret_cast<long>(entries), sizeof(entries));
+       }},
+      {"fcntl F_SETFL", [&] { return RawSyscall(SYS_fcntl, fd, F_SETFL, O_APPEND | O_NONBLOCK); }},
+      {"ioctl FIONBIO",
+       [&] { return RawSyscall(SYS_ioctl, fd, FIONBIO, reinterpret_cast<long>(&one)); }},
+      {"kill of the program", [&] { return RawSyscall(SYS_kill, program, SIGURG); }},
+      {"tgkill of the program", [&] { return RawSyscall(SYS_tgkill, program, program, SIGURG); }},
+  };
+  for (const auto& [name, call] : forbidden) {
+    SCOPED_TRACE(name);
+    int status = RunSandboxed(*filter, call);
+    EXPECT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+    EXPECT_EQ(WTERMSIG(status), SIGSYS);
+    EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 123);
+    EXPECT_EQ(lseek(dir, 0, SEEK_CUR), dir_position);
+    EXPECT_EQ(fcntl(fd, F_GETFL) & (O_APPEND | O_NONBLOCK), 0);
+    EXPECT_EQ(g_urgent_signals.load(), 0);
+  }
+
+  // What the runtime does need still works: its private descriptors (a re-open moved up to the
+  // base), reading calls, signals to itself.
+  int status = RunSandboxed(*filter, [&]() -> long {
+    long reopened = RawSyscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(dir_path.c_str()),
+                               O_RDONLY | O_DIRECTORY);
+    long high = RawSyscall(SYS_fcntl, reopened, F_DUPFD_CLOEXEC, 1000);
+    if (high < 1000) return -1;
+    if (RawSyscall(SYS_lseek, high, dir_position, SEEK_SET) != dir_position) return -1;
+    if (RawSyscall(SYS_getdents64, high, reinterpret_cast<long>(entries), sizeof(entries)) <= 0) {
+      return -1;
+    }
+    int available = 0;
+    if (RawSyscall(SYS_ioctl, fd, FIONREAD, reinterpret_cast<long>(&available)) != 0) return -1;
+    if (RawSyscall(SYS_fcntl, fd, F_GETFL) < 0) return -1;
+    return RawSyscall(SYS_kill, RawSyscall(SYS_getpid), 0);
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(lseek(dir, 0, SEEK_CUR), dir_position);
+  close(fd);
+  close(dir);
 }
 
 TEST(LauncherTest, EnvironmentPreloadsTheLibraryAndSetsTheKnobs) {
@@ -179,10 +276,12 @@ TEST(LauncherTest, SpeculatesOnTheCommandItRuns) {
   // grep reads with read(2) (cat would use copy_file_range, which is not speculated on).
   std::string command = "grep -c alpha " + scratch.watched() + "/f > ";
   ASSERT_EQ(system((command + scratch.root() + "/plain").c_str()), 0);
-  Result<int> status = RunUnderSpeculation(options, {"sh", "-c", command + scratch.root() + "/out"});
+  Result<int> status =
+      RunUnderSpeculation(options, {"sh", "-c", command + scratch.root() + "/out"});
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(*status, 0);
-  EXPECT_EQ(testing::ReadFile(scratch.root() + "/out"), testing::ReadFile(scratch.root() + "/plain"));
+  EXPECT_EQ(testing::ReadFile(scratch.root() + "/out"),
+            testing::ReadFile(scratch.root() + "/plain"));
   EXPECT_GE(scratch.Stats()["forks"], 1u);
 }
 
