@@ -1,9 +1,10 @@
 // The speculating child: what a process becomes right after libtipspec forks it from the
-// program. BecomeSpeculativeChild() lowers its priority, takes a snapshot of the inherited
-// descriptors (offsets and directory positions, taken while the program waits), points
-// stdout/stderr at /dev/null, makes inherited shared mappings read-only, attaches to the mount,
-// installs the SIGSYS handler and the seccomp sandbox, and returns, so the child goes on running
-// the program's own code ahead of the program.
+// program. BecomeSpeculativeChild() takes a snapshot of the inherited descriptors (offsets and
+// directory positions) while the program waits, then lets the program go on and, at idle
+// priority, points stdout/stderr at /dev/null, makes inherited shared mappings read-only,
+// attaches to the mount, installs the SIGSYS handler and the seccomp sandbox, and returns, so
+// the child goes on running the program's own code ahead of the program. No code of the
+// program runs in the child before the sandbox is in place.
 //
 // From then on every system call the sandbox traps lands in the handler in child.cc, which
 // emulates it without touching anything the program shares with the child: reads become pread

@@ -32,9 +32,9 @@ long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 
 
 bool IsInherited(int fd) { return ((g_state.inherited_fds[fd / 64] >> (fd % 64)) & 1) != 0; }
 
-// The position of an inherited description, read from /proc/self/fdinfo/N ("pos:\t123") rather
-// than with lseek: nothing the child does may touch a description it shares, not even a seek to
-// where it stands (on ext4, any lseek of a directory resets its readdir cookie). -1: unknown.
+// The position of an inherited directory, read from /proc/self/fdinfo/N ("pos:\t123") rather
+// than with lseek: on ext4 any lseek of a directory, even to where it stands, resets the shared
+// description's readdir cookie. -1: unknown.
 int64_t SharedPosition(int fd) {
   LineBuilder path;
   path.Add("/proc/self/fdinfo/").Add(static_cast<uint64_t>(fd));
@@ -88,6 +88,7 @@ int ListInheritedDescriptors() {
 }
 
 // Hazard 1: remember where every inherited descriptor stands while the program waits for us.
+// Nothing else is done to a shared description: pipes, sockets and devices are not even sought.
 // Every one must be recorded: a descriptor the child does not know it shares would later be
 // taken for one of its own.
 void SnapshotInheritedDescriptors() {
@@ -96,11 +97,16 @@ void SnapshotInheritedDescriptors() {
     if (!IsInherited(fd) || g_state.config.sink->OwnsFd(fd)) continue;
     Desc* d = NewDescFor(fd, /*inherited=*/true);
     if (d == nullptr) FailStartup(SYS_fstat);
-    if (d->facts.kind != FdFacts::kRegular && d->facts.kind != FdFacts::kDirectory) continue;
-    int64_t position = SharedPosition(fd);
-    if (position < 0) FailStartup(SYS_pread64);
-    if (d->facts.kind == FdFacts::kRegular) d->offset = static_cast<uint64_t>(position);
-    if (d->facts.kind == FdFacts::kDirectory) d->dir_pos = position;
+    if (d->facts.kind == FdFacts::kRegular) {
+      // lseek(fd, 0, SEEK_CUR) of a regular file only reads f_pos (generic_file_llseek_size and
+      // every file system's SEEK_CUR path), and costs far less than fdinfo.
+      long position = Sys(SYS_lseek, fd, 0, SEEK_CUR);
+      if (position < 0) FailStartup(SYS_lseek);
+      d->offset = static_cast<uint64_t>(position);
+    } else if (d->facts.kind == FdFacts::kDirectory) {
+      d->dir_pos = SharedPosition(fd);
+      if (d->dir_pos < 0) FailStartup(SYS_pread64);
+    }
   }
   // The runtime's private descriptors go above every inherited one; the sandbox lets it seek
   // nothing below (hazard 1 enforced by the kernel, not only by this code).
@@ -207,11 +213,17 @@ void BecomeSpeculativeChild(const ChildConfig& config) {
   struct rlimit no_core = {0, 0};
   RawSyscall(SYS_prlimit64, 0, RLIMIT_CORE, reinterpret_cast<long>(&no_core), 0);
   RawSyscall(SYS_prctl, PR_SET_DUMPABLE, 0);
+
+  // The program waits only for this, at its own priority: once it resumes it moves its offsets.
+  SnapshotInheritedDescriptors();
+  config.log->ready.store(1, std::memory_order_release);
+  FutexWakeAll(&config.log->ready);
+
+  // The rest concerns the child alone, and no code of the program runs before the sandbox is
+  // in place, so it goes on at idle priority while the program reads.
   struct sched_param idle = {};
   RawSyscall(SYS_sched_setscheduler, 0, SCHED_IDLE, reinterpret_cast<long>(&idle));
   RawSyscall(SYS_setpriority, PRIO_PROCESS, 0, 19);
-
-  SnapshotInheritedDescriptors();
   SilenceOutput();
   ProtectSharedMappings();
   InstallSigsysHandler();
@@ -222,9 +234,6 @@ void BecomeSpeculativeChild(const ChildConfig& config) {
   if (attached != 0) FailStartup(SYS_ioctl);
   long installed = InstallSandboxFilter(*config.filter, g_state.self_pid, g_state.private_fd_base);
   if (installed != 0) FailStartup(SYS_seccomp);
-
-  config.log->ready.store(1, std::memory_order_release);
-  FutexWakeAll(&config.log->ready);
 }
 
 }  // namespace tipfs::spec

@@ -23,9 +23,10 @@ struct SpecOptions {
   uint32_t max_ahead_hints = 512;
   // TIPSPEC_MAX_AHEAD_BYTES (default 32M, K/M/G suffixes): the same bound in bytes.
   uint64_t max_ahead_bytes = 32ull << 20;
-  // TIPSPEC_STALL_USEC (default 200): after speculation ends or goes off track, a fresh child is
-  // forked only at a read that follows a read of the mount that took at least this long (a
-  // stall worth hiding). 0: fork again at the next read.
+  // TIPSPEC_STALL_USEC (default 200): a child is forked (the first one, and a fresh one after
+  // speculation ended or went off track) only at a read that follows a read of the mount that
+  // took at least this long (a stall worth hiding), so a program whose reads all hit the cache
+  // never forks. 0: fork at every read where no child runs.
   uint32_t stall_usec = 200;
   // TIPSPEC_LOCKSTEP=0|1 (default 0; tests and debugging): when the hint log has fallen behind,
   // the program waits for the child instead of declaring it off track. Makes runs deterministic.

@@ -128,6 +128,9 @@ bool Speculator::IsWatched(int fd) {
 
 int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
   if (!active() || !IsWatched(fd) || disabled_after_failure_ || !OwnedByCallingThread()) return 0;
+  // The fast path, where speculation is not useful (reads too quick to be worth hiding): no
+  // child to check this read against and none to fork; only time the read for the stall rule.
+  if (!child_running_.load(std::memory_order_relaxed) && !ShouldFork()) return NowNanos();
   int64_t offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return 0;
   {
@@ -178,6 +181,7 @@ void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
     if (log_->Outstanding() == 0 && log_->ended.load() == 0 &&
         WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
       child_pid_ = 0;  // reaped here; the log says nothing more
+      child_running_.store(false, std::memory_order_relaxed);
       RecordChildExit(status);
       sink_.Cancel(stream_, epoch_);
     }
@@ -185,9 +189,10 @@ void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
   if (ShouldFork()) Fork();
 }
 
+// The first child too waits for a stall: a program whose reads all hit the cache never forks.
 bool Speculator::ShouldFork() const {
   if (disabled_after_failure_) return false;
-  if (!ever_forked_ || options_.stall_usec == 0) return true;
+  if (options_.stall_usec == 0) return true;
   return last_read_nanos_ >= static_cast<int64_t>(options_.stall_usec) * 1000;
 }
 
@@ -219,6 +224,7 @@ void Speculator::Fork() {
   ++counters_.forks;
   if (!WaitForChildReady(static_cast<pid_t>(pid))) return;
   child_pid_ = static_cast<pid_t>(pid);
+  child_running_.store(true, std::memory_order_relaxed);
 }
 
 bool Speculator::WaitForChildReady(pid_t pid) {
@@ -252,6 +258,10 @@ void Speculator::RecordChildExit(int wait_status) {
       case EndReason::kStreamRead: ++counters_.child_ended_stream_read; break;
       case EndReason::kSharedMemoryWrite: ++counters_.child_ended_shared_write; break;
       case EndReason::kSignalToOther: ++counters_.child_ended_signal; break;
+      case EndReason::kStartupFailed:  // after the program had gone on: see WaitForChildReady
+        ++counters_.start_failures;
+        disabled_after_failure_ = true;
+        break;
       default: break;
     }
   } else if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGSYS) {
@@ -266,6 +276,7 @@ void Speculator::EndChild(StopCause cause) {
   if (cause == StopCause::kBehind) ++counters_.offtrack_behind;
   pid_t pid = child_pid_;
   child_pid_ = 0;
+  child_running_.store(false, std::memory_order_relaxed);
   if (pid <= 0) return;
   int status = 0;
   if (WaitChild(pid, &status, WNOHANG) != pid) {
@@ -290,6 +301,7 @@ void Speculator::AfterForkInChild() {
   pthread_mutex_init(&mu_, nullptr);
   // The parent's child and log belong to the parent; this process starts its own.
   child_pid_ = 0;
+  child_running_.store(false);
   log_ = nullptr;
   ever_forked_ = false;
   owner_tid_.store(0);

@@ -5,7 +5,8 @@
 // One process-wide instance. The read hooks are called from the interposed read functions of
 // any thread, but speculation follows one thread (the first that reads a watched file); the
 // others pass through. State changes happen under mu_; the per-fd classification is atomic.
-// The fast path for a descriptor not on the mount is one array load, no system call.
+// The fast path for a descriptor not on the mount is one array load, no system call; for a
+// read of the mount while no child runs and none is due, two clock reads (vDSO), no lock.
 #pragma once
 
 #include <pthread.h>
@@ -98,6 +99,9 @@ class Speculator {
   std::atomic<bool> started_{false};
   std::atomic<pid_t> owner_tid_{0};
   bool disabled_after_failure_ = false;
+
+  // child_pid_ > 0, readable without mu_ by the fast path of the thread speculation follows.
+  std::atomic<bool> child_running_{false};
 
   pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;  // protects everything below
   SharedLog* log_ = nullptr;

@@ -24,7 +24,7 @@ struct tipspec_options {
   uint32_t wait_for_data;      /* 1: the child waits for data it hinted (TIPSPEC_WAIT) */
   const char* mount;           /* mount to watch; NULL or "": every tipfs mount */
   uint32_t max_ahead_hints;    /* bounded run-ahead, reads (default 512) */
-  uint32_t stall_usec;         /* re-fork only after a read this slow (default 200) */
+  uint32_t stall_usec;         /* fork only after a read this slow (default 200) */
   uint64_t max_ahead_bytes;    /* bounded run-ahead, bytes (default 32 MiB) */
   uint32_t lockstep;           /* 1: wait for a lagging child instead of restarting (tests) */
   uint32_t print_stats;        /* 1: print counters at exit (stderr, or stats_file) */

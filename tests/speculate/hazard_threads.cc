@@ -68,7 +68,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "--stage2") == 0) {
     // Before any read of the mount: nothing may be left of the old image's speculation.
     printf("stage2 children before reading: %d\n", CountChildren());
-    for (int i = 2; i < argc; ++i) printf("stage2 %016llx\n", (unsigned long long)HashFile(argv[i]));
+    for (int i = 2; i < argc; ++i) {
+      printf("stage2 %016llx\n", (unsigned long long)HashFile(argv[i]));
+    }
     return 0;
   }
   if (argc < 4) return 2;
