@@ -20,8 +20,28 @@ FileSystem::FileSystem(stripe::Volume* volume, meta::MetaStore* meta, cache::Fil
 Status FileSystem::Recover() {
   Result<std::vector<Ino>> orphans = meta_->ListOrphans();
   if (!orphans.ok()) return orphans.status();
-  for (Ino ino : *orphans) TIPFS_RETURN_IF_ERROR(Reclaim(ino));
+  // Orphans read from a store just opened: their unlinks are durable already.
+  for (Ino ino : *orphans) TIPFS_RETURN_IF_ERROR(Reclaim(ino, /*sync_unlink_first=*/false));
   return Status::OK();
+}
+
+Status FileSystem::DataError(const Status& status) {
+  // What read(2), write(2) and fsync(2) on a local file can fail with. Anything else the backing
+  // store said (an object that became a directory, a vanished objects/ tree) means the storage
+  // under the file failed: EIO, with the real cause in the message.
+  switch (status.error()) {
+    case 0:
+    case EIO:
+    case ENOSPC:
+    case EDQUOT:
+    case EROFS:
+    case EFBIG:
+    case EAGAIN:  // a speculating reader asked for data that is not cached
+    case EINTR:
+      return status;
+    default:
+      return Status::IOError(status.message());
+  }
 }
 
 Result<Inode> FileSystem::Lookup(Ino parent, std::string_view name) {
@@ -36,7 +56,7 @@ void FileSystem::Forget(Ino ino, uint64_t count) {
   // The kernel let go of an inode nobody has open: if it has no links left either (unlinked, or
   // a removed directory that was somebody's cwd), its record can go now.
   Result<Inode> inode = meta_->Get(ino);
-  if (inode.ok() && inode->nlink == 0) (void)Reclaim(ino);
+  if (inode.ok() && inode->nlink == 0) (void)Reclaim(ino, /*sync_unlink_first=*/false);
 }
 
 Result<Inode> FileSystem::GetAttr(Ino ino) {
@@ -67,7 +87,7 @@ Result<Inode> FileSystem::Resize(const Inode& inode, uint64_t new_size, Time now
   // the objects at the old size, so that bytes a crash left past the recorded size cannot
   // reappear inside the new range.
   uint64_t cut = std::min(inode.size, new_size);
-  TIPFS_RETURN_IF_ERROR(cache_->Truncate(inode.ino, inode.size, cut));
+  TIPFS_RETURN_IF_ERROR(DataError(cache_->Truncate(inode.ino, inode.size, cut)));
   meta::AttrChange change;
   change.size = new_size;
   change.now = now;
@@ -163,26 +183,28 @@ Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint
   if (!inode.ok()) return inode.status();
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "read of a directory");
   Result<size_t> n = cache_->Read(context, ino, offset, length, inode->size, out);
-  if (n.ok() && !context.speculative) UpdateAtime(*inode);
+  if (!n.ok()) return DataError(n.status());
+  if (!context.speculative) UpdateAtime(*inode);
   return n;
 }
 
-void FileSystem::UpdateAtime(const Inode& inode) {
+bool FileSystem::RelatimeDue(const Inode& inode) {
   // relatime, as the mount reports it (the kernel leaves atime of FUSE inodes to the daemon):
-  // a read moves atime when it is not newer than mtime or ctime, or is a day old. Most reads
-  // change nothing, so the metadata write happens about once per file per day.
-  Time now = Time::Now();
+  // a read moves atime when it is not newer than mtime or ctime, or is a day old.
   auto not_after = [](const Time& a, const Time& b) {
     return a.sec < b.sec || (a.sec == b.sec && a.nsec <= b.nsec);
   };
   constexpr int64_t kDay = 24 * 60 * 60;
-  if (!not_after(inode.atime, inode.mtime) && !not_after(inode.atime, inode.ctime) &&
-      now.sec - inode.atime.sec < kDay) {
-    return;
-  }
+  return not_after(inode.atime, inode.mtime) || not_after(inode.atime, inode.ctime) ||
+         Time::Now().sec - inode.atime.sec >= kDay;
+}
+
+void FileSystem::UpdateAtime(const Inode& inode) {
+  // Most reads change nothing, so the metadata write happens about once per file per day.
+  if (!RelatimeDue(inode)) return;
   PerfSection metadata(Subsystem::kMetadata);
   meta::AttrChange change;
-  change.atime = now;
+  change.atime = Time::Now();
   change.now = inode.ctime;  // an atime update is not a change of the inode
   (void)meta_->SetAttr(inode.ino, change);
 }
@@ -193,7 +215,7 @@ Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, siz
   }
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
-  TIPFS_RETURN_IF_ERROR(cache_->Write(ino, offset, data, length));
+  TIPFS_RETURN_IF_ERROR(DataError(cache_->Write(ino, offset, data, length)));
   PerfSection metadata(Subsystem::kMetadata);
   Result<Inode> inode = meta_->RecordWrite(ino, offset + length, Time::Now());
   if (!inode.ok()) return inode.status();
@@ -201,7 +223,7 @@ Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, siz
 }
 
 Status FileSystem::Fsync(Ino ino, bool data_only) {
-  TIPFS_RETURN_IF_ERROR(cache_->Sync(ino));
+  TIPFS_RETURN_IF_ERROR(DataError(cache_->Sync(ino)));
   // The size and times that make the data reachable are metadata; fdatasync needs them too
   // whenever the size changed, so both forms sync the log.
   (void)data_only;
@@ -220,11 +242,18 @@ Status FileSystem::ReclaimIfUnused(const Inode& inode) {
   return Reclaim(inode.ino);
 }
 
-Status FileSystem::Reclaim(Ino ino) {
+Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
   InodeTable::Use use = inodes_.UseOf(ino);
   if (use.opens > 0) return Status::OK();  // the last Release reclaims it
+  if (sync_unlink_first) {
+    // The unlink (or the rename that replaced the file) must be durable before the data goes:
+    // a power loss that undid it would bring the file back with its bytes gone (the rename-over
+    // idiom would leave a zeroed file where the old one was). Empty files have nothing to lose.
+    Result<Inode> inode = meta_->Get(ino);
+    if (inode.ok() && inode->size > 0) TIPFS_RETURN_IF_ERROR(meta_->Sync());
+  }
   // The space goes at the last close; the record stays while the kernel still refers to the
   // inode (an unlinked file's fstat, a removed directory that is a cwd) and goes at its forget.
   TIPFS_RETURN_IF_ERROR(cache_->Remove(ino));

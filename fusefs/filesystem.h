@@ -87,6 +87,9 @@ class FileSystem {
   // Makes everything durable (unmount).
   Status SyncAll();
 
+  // True when a read now would move the inode's atime (relatime).
+  static bool RelatimeDue(const meta::Inode& inode);
+
   meta::MetaStore* meta() const { return meta_; }
   cache::FileCache* cache() const { return cache_; }
   stripe::Volume* volume() const { return volume_; }
@@ -95,8 +98,10 @@ class FileSystem {
  private:
   // Frees the data and the record of an inode with no links left, unless it is still open.
   Status ReclaimIfUnused(const meta::Inode& inode);
-  Status Reclaim(Ino ino);
+  // With sync_unlink_first, makes the metadata durable before a non-empty file's data goes.
+  Status Reclaim(Ino ino, bool sync_unlink_first = true);
   void UpdateAtime(const meta::Inode& inode);
+  static Status DataError(const Status& status);
   // Changes the file's length in the objects and in the metadata, in the crash-safe order.
   Result<meta::Inode> Resize(const meta::Inode& inode, uint64_t new_size, meta::Time now);
 

@@ -256,13 +256,16 @@ void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 
 // ---- files ----
 
-void SetOpenFlags(fuse_req_t req, fuse_file_info* fi) {
+void SetOpenFlags(fuse_req_t req, const meta::Inode& inode, fuse_file_info* fi) {
   if (Bridge(req)->options().data_cache == DataCacheMode::kDirect) {
     fi->direct_io = 1;
-  } else {
-    // tipfs is the only writer of its files, so pages cached by an earlier open stay valid.
-    fi->keep_cache = 1;
+    return;
   }
+  // tipfs is the only writer of its files, so pages cached by an earlier open stay valid, except
+  // when a read is due to move atime (relatime): the kernel does not tell a FUSE daemon about
+  // reads it serves from its page cache, so that first read must reach the daemon.
+  bool reads = (fi->flags & O_ACCMODE) != O_WRONLY;
+  fi->keep_cache = !(reads && FileSystem::RelatimeDue(inode));
 }
 
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -289,7 +292,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
-  SetOpenFlags(req, fi);
+  SetOpenFlags(req, opened->inode, fi);
   if (fuse_reply_open(req, fi) != 0) {
     // The opener is gone (interrupted): undo the open so the handle count stays true.
     delete reinterpret_cast<FileHandle*>(fi->fh);
@@ -306,7 +309,7 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   auto handle = std::make_unique<FileHandle>();
   handle->ino = opened->inode.ino;
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
-  SetOpenFlags(req, fi);
+  SetOpenFlags(req, opened->inode, fi);
   fuse_entry_param e = EntryOf(req, opened->inode);
   if (fuse_reply_create(req, &e, fi) != 0) {
     delete reinterpret_cast<FileHandle*>(fi->fh);

@@ -3,6 +3,9 @@
 // Rename, Lookup) are in meta_namespace.cc.
 #include "fusefs/meta/meta_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
@@ -76,8 +79,24 @@ Status CheckXattrName(std::string_view name) {
   return Status::OK();
 }
 
+// True when another process holds RocksDB's lock on the store. DB::Open would find out too, but
+// only after it has rotated the running daemon's LOG file: a refused mount must change nothing.
+bool LockedByAnotherProcess(const std::string& path) {
+  int fd = ::open((path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock probe = {};
+  probe.l_type = F_WRLCK;  // RocksDB's PosixEnv takes a write lock on the whole file
+  probe.l_whence = SEEK_SET;
+  bool locked = ::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  ::close(fd);
+  return locked;
+}
+
 Status OpenDb(const std::string& path, const rocksdb::Options& options,
               std::unique_ptr<rocksdb::DB>* db) {
+  if (LockedByAnotherProcess(path)) {
+    return Status::Busy("metadata store " + path + " is locked by a running mount");
+  }
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, path, &raw);
   if (s.ok()) {
@@ -327,6 +346,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(const std::string& path,
   }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  impl->after_sync = options.after_sync;
   rocksdb::Options rocks_options = MakeRocksOptions(options, &impl->block_cache);
   rocks_options.create_if_missing = true;
   rocks_options.error_if_exists = true;
@@ -363,6 +383,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(const std::string& path,
   }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  impl->after_sync = options.after_sync;
   rocksdb::Options rocks_options = MakeRocksOptions(options, &impl->block_cache);
   TIPFS_RETURN_IF_ERROR(OpenDb(path, rocks_options, &impl->db));
 
@@ -607,6 +628,7 @@ Result<Counts> MetaStore::GetCounts() {
 Status MetaStore::Sync() {
   rocksdb::Status s = impl_->db->FlushWAL(/*sync=*/true);
   if (!s.ok()) return impl_->FromRocks(s, "sync write-ahead log");
+  if (impl_->after_sync) impl_->after_sync();
   return Status::OK();
 }
 
