@@ -141,6 +141,9 @@ struct MetaStoreOptions {
   int max_open_files = 512;
   // Flush + compaction threads; metadata is small, and the daemon's CPU belongs to the I/O path.
   int background_jobs = 2;
+  // Called after each successful Sync(), on the thread that called it: crash tests observe the
+  // points where metadata became durable. Empty by default.
+  std::function<void()> after_sync;
 };
 
 class MetaStore {

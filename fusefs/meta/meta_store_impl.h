@@ -32,6 +32,7 @@ struct StoreCore {
   std::shared_ptr<rocksdb::Cache> block_cache;
   std::unique_ptr<rocksdb::DB> db;
   rocksdb::WriteOptions write_options;  // WAL on, no sync per write (Sync() syncs it)
+  std::function<void()> after_sync;     // MetaStoreOptions::after_sync
 
   // Serializes mutations (see the file comment).
   std::mutex mu;

@@ -70,8 +70,9 @@ class VolumeRig {
     }
     volume_ = std::make_unique<stripe::Volume>(label_, std::move(disks));
     io_ = std::make_unique<stripe::StripedIo>(volume_.get());
-    auto store = created_ ? meta::MetaStore::Open(meta_path(), label_.volume_uuid)
-                          : meta::MetaStore::Create(meta_path(), label_.volume_uuid, 0, 0);
+    auto store =
+        created_ ? meta::MetaStore::Open(meta_path(), label_.volume_uuid, store_options_)
+                 : meta::MetaStore::Create(meta_path(), label_.volume_uuid, 0, 0, store_options_);
     if (!store.ok()) {
       Close();
       return store.status();
@@ -85,14 +86,21 @@ class VolumeRig {
     return Status::OK();
   }
 
-  // Drops everything but the MemDisks and the store's files (the store closes cleanly).
-  void Close() {
+  // Drops the FileSystem, cache and store (the store closes cleanly); the volume stays.
+  void StopFileSystem() {
     fs_.reset();
     cache_.reset();
     meta_.reset();
     io_.reset();
+  }
+  // Drops everything but the MemDisks and the store's files.
+  void Close() {
+    StopFileSystem();
     volume_.reset();
   }
+
+  // Options for the store from the next Open on.
+  void set_store_options(meta::MetaStoreOptions options) { store_options_ = std::move(options); }
 
   fusefs::FileSystem* fs() { return fs_.get(); }
   meta::MetaStore* meta() { return meta_.get(); }
@@ -124,6 +132,7 @@ class VolumeRig {
   TempDir dir_{"tipfs-rel"};
   SystemClock clock_;
   stripe::Label label_;
+  meta::MetaStoreOptions store_options_;
   std::vector<std::unique_ptr<MemDisk>> mem_disks_;
   std::unique_ptr<stripe::Volume> volume_;
   std::unique_ptr<stripe::StripedIo> io_;
