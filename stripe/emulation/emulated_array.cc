@@ -50,6 +50,13 @@ constexpr StatField kStatFields[] = {
      [](const DiskStats& s) { return s.avg_queue_depth; }},
     {"utilization", "gauge", "share of time the disk was busy",
      [](const DiskStats& s) { return s.utilization(); }},
+    // The two counters a tool needs for the mean queue depth over its own window (difference of
+    // queue_depth_seconds over difference of elapsed), as node_exporter's weighted I/O time.
+    {"elapsed_seconds_total", "counter", "time these statistics cover",
+     [](const DiskStats& s) { return double(s.elapsed_ns) / 1e9; }},
+    {"queue_depth_seconds_total", "counter",
+     "queue depth integrated over time (requests x seconds); its rate is the mean depth",
+     [](const DiskStats& s) { return s.avg_queue_depth * double(s.elapsed_ns) / 1e9; }},
 };
 
 std::string Ms(double nanos) {

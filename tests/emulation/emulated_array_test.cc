@@ -133,6 +133,13 @@ TEST_F(EmulatedArrayTest, StatisticsOutliveTheDisksAndPrintInEveryFormat) {
   EXPECT_NE(metrics.find("tipfs_disk_busy_seconds_total{disk=\"2\"} 0.028\n"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("tipfs_disk_queue_depth_max{disk=\"2\"} 2\n"), std::string::npos);
+  // Disk 2 held two requests for one service time (14 ms) and one for another: 42 ms x requests
+  // over the 1 s the statistics cover.
+  EXPECT_NE(metrics.find("tipfs_disk_elapsed_seconds_total{disk=\"2\"} 1\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tipfs_disk_queue_depth_seconds_total{disk=\"2\"} 0.042\n"),
+            std::string::npos)
+      << metrics;
 
   std::string json = DiskStatsJson(stats);
   EXPECT_EQ(json.rfind("{\"disks\":[{\"index\":0,\"reads_total\":1,", 0), 0u) << json;
