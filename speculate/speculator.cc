@@ -78,7 +78,10 @@ Status Speculator::Start(const SpecOptions& options) {
     if (table == MAP_FAILED) return ErrnoStatus("map descriptor table");
     fds_ = static_cast<FdInfo*>(table);
   }
-  if (!EnsureLog()) return ErrnoStatus("map hint log");
+  {
+    Locked lock(&mu_);
+    if (FreeLogSlot() < 0) return ErrnoStatus("map hint log");
+  }
   stream_ = static_cast<uint64_t>(getpid());
   disabled_after_failure_ = false;
   started_.store(true);
@@ -86,18 +89,27 @@ Status Speculator::Start(const SpecOptions& options) {
   return Status::OK();
 }
 
-bool Speculator::EnsureLog() {
-  if (log_ != nullptr) return true;
-  void* mapping = mmap(nullptr, sizeof(SharedLog), PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) return false;
-  log_ = static_cast<SharedLog*>(mapping);
-  return true;
+int Speculator::FreeLogSlot() {
+  ReapKilledChildren(/*wait=*/false);
+  for (;;) {
+    for (int i = 0; i < kLogSlots; ++i) {
+      if (slots_[i].child != 0) continue;
+      if (slots_[i].log == nullptr) {
+        void* mapping = mmap(nullptr, sizeof(SharedLog), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (mapping == MAP_FAILED) return -1;
+        slots_[i].log = static_cast<SharedLog*>(mapping);
+      }
+      return i;
+    }
+    ReapKilledChildren(/*wait=*/true);  // every log still written to: wait for the dying
+  }
 }
 
 void Speculator::Stop() {
   Locked lock(&mu_);
   if (child_pid_ > 0) EndChild(StopCause::kStop);
+  ReapKilledChildren(/*wait=*/true);
   active_.store(false);
   started_.store(false);
 }
@@ -182,7 +194,8 @@ void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
         WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
       child_pid_ = 0;  // reaped here; the log says nothing more
       child_running_.store(false, std::memory_order_relaxed);
-      RecordChildExit(status);
+      RecordChildExit(slot_, status);
+      slots_[slot_].child = 0;
       sink_.Cancel(stream_, epoch_);
     }
   }
@@ -202,7 +215,11 @@ bool Speculator::ShouldFork() const {
 bool Speculator::InProgramProcess() const { return static_cast<uint64_t>(getpid()) == stream_; }
 
 void Speculator::Fork() {
-  if (!InProgramProcess() || !EnsureLog()) return;
+  if (!InProgramProcess()) return;
+  int slot = FreeLogSlot();
+  if (slot < 0) return;
+  slot_ = slot;
+  log_ = slots_[slot].log;
   log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
   ++epoch_;
   ChildConfig config{&watch_, &sink_, &filter_, log_, sizeof(SharedLog), stream_, epoch_,
@@ -222,7 +239,11 @@ void Speculator::Fork() {
   if (ever_forked_) ++counters_.restarts;
   ever_forked_ = true;
   ++counters_.forks;
-  if (!WaitForChildReady(static_cast<pid_t>(pid))) return;
+  slots_[slot] = LogSlot{log_, static_cast<pid_t>(pid), epoch_};
+  if (!WaitForChildReady(static_cast<pid_t>(pid))) {
+    slots_[slot].child = 0;  // reaped there
+    return;
+  }
   child_pid_ = static_cast<pid_t>(pid);
   child_running_.store(true, std::memory_order_relaxed);
 }
@@ -244,16 +265,17 @@ bool Speculator::WaitForChildReady(pid_t pid) {
   }
 }
 
-void Speculator::RecordChildExit(int wait_status) {
-  counters_.hints_issued += log_->appended.load();
-  counters_.hint_bytes_issued += log_->bytes_appended.load();
-  counters_.reads_without_data += log_->reads_without_data.load();
-  if (log_->ended.load(std::memory_order_acquire) != 0) {
-    switch (static_cast<EndReason>(log_->end_reason.load())) {
+void Speculator::RecordChildExit(int slot, int wait_status) {
+  const SharedLog* log = slots_[slot].log;
+  counters_.hints_issued += log->appended.load();
+  counters_.hint_bytes_issued += log->bytes_appended.load();
+  counters_.reads_without_data += log->reads_without_data.load();
+  if (log->ended.load(std::memory_order_acquire) != 0) {
+    switch (static_cast<EndReason>(log->end_reason.load())) {
       case EndReason::kProgramExit: ++counters_.child_ended_program_exit; break;
       case EndReason::kForbiddenSyscall:
         ++counters_.child_ended_forbidden;
-        counters_.last_forbidden_syscall = log_->end_syscall.load();
+        counters_.last_forbidden_syscall = log->end_syscall.load();
         break;
       case EndReason::kStreamRead: ++counters_.child_ended_stream_read; break;
       case EndReason::kSharedMemoryWrite: ++counters_.child_ended_shared_write; break;
@@ -271,6 +293,21 @@ void Speculator::RecordChildExit(int wait_status) {
   }
 }
 
+void Speculator::ReapKilledChildren(bool wait) {
+  for (int i = 0; i < kLogSlots; ++i) {
+    pid_t pid = slots_[i].child;
+    if (pid == 0 || pid == child_pid_) continue;
+    int status = 0;
+    if (WaitChild(pid, &status, wait ? 0 : WNOHANG) != pid) continue;
+    RecordChildExit(i, status);
+    // Reads it had in flight when it was killed may have hinted after the first cancel.
+    sink_.Cancel(stream_, slots_[i].epoch);
+    slots_[i].child = 0;
+  }
+}
+
+// The program does not wait for a killed child to exit (ReapKilledChildren does that later): its
+// hints are cancelled now, and its log is not reused until it is reaped.
 void Speculator::EndChild(StopCause cause) {
   if (cause == StopCause::kMismatch) ++counters_.offtrack_mismatch;
   if (cause == StopCause::kBehind) ++counters_.offtrack_behind;
@@ -279,11 +316,12 @@ void Speculator::EndChild(StopCause cause) {
   child_running_.store(false, std::memory_order_relaxed);
   if (pid <= 0) return;
   int status = 0;
-  if (WaitChild(pid, &status, WNOHANG) != pid) {
+  if (WaitChild(pid, &status, WNOHANG) == pid) {
+    RecordChildExit(slot_, status);
+    slots_[slot_].child = 0;
+  } else {
     kill(pid, SIGKILL);
-    WaitChild(pid, &status, 0);
   }
-  RecordChildExit(status);
   sink_.Cancel(stream_, epoch_);
 }
 
@@ -292,6 +330,7 @@ void Speculator::BeforeExec() {
   {
     Locked lock(&mu_);
     if (child_pid_ > 0) EndChild(StopCause::kExec);
+    ReapKilledChildren(/*wait=*/true);  // none may outlive the image it speculates on
   }
   PrintStatsIfAsked();
 }
@@ -302,6 +341,9 @@ void Speculator::AfterForkInChild() {
   // The parent's child and log belong to the parent; this process starts its own.
   child_pid_ = 0;
   child_running_.store(false);
+  // The logs are shared with the parent and its children: this process maps its own.
+  for (LogSlot& slot : slots_) slot = LogSlot{};
+  slot_ = -1;
   log_ = nullptr;
   ever_forked_ = false;
   owner_tid_.store(0);

@@ -84,8 +84,13 @@ class Speculator {
   void Fork();
   bool WaitForChildReady(pid_t pid);
   void EndChild(StopCause cause);
-  void RecordChildExit(int wait_status);
-  bool EnsureLog();
+  // REQUIRES: mu_ held. Counts what the child of `slot` did, from its log and wait status.
+  void RecordChildExit(int slot, int wait_status);
+  // REQUIRES: mu_ held. Reaps the killed children that have exited (all of them, waiting, when
+  // `wait`), counts them, cancels their epochs once more and frees their logs.
+  void ReapKilledChildren(bool wait);
+  // REQUIRES: mu_ held. A log no child writes to, mapped on first use; -1 if none can be mapped.
+  int FreeLogSlot();
 
   // Constant after Start.
   SpecOptions options_;
@@ -104,7 +109,18 @@ class Speculator {
   std::atomic<bool> child_running_{false};
 
   pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;  // protects everything below
-  SharedLog* log_ = nullptr;
+  // Hint logs, one per child that may still write to it: the running one, and killed ones not
+  // reaped yet (a SIGKILLed child still runs until it takes the signal, and on a loaded machine
+  // an idle-priority process can take long to exit: the program does not wait for it).
+  static constexpr int kLogSlots = 4;
+  struct LogSlot {
+    SharedLog* log = nullptr;
+    pid_t child = 0;  // 0: free
+    uint32_t epoch = 0;
+  };
+  LogSlot slots_[kLogSlots];
+  int slot_ = -1;  // the running (or last forked) child's
+  SharedLog* log_ = nullptr;  // slots_[slot_].log
   pid_t child_pid_ = 0;
   uint32_t epoch_ = 0;
   bool ever_forked_ = false;
