@@ -1,10 +1,10 @@
 // The speculating child: what a process becomes right after libtipspec forks it from the
-// program. BecomeSpeculativeChild() takes a snapshot of the inherited descriptors (offsets and
-// directory positions) while the program waits, then lets the program go on and, at idle
-// priority, points stdout/stderr at /dev/null, makes inherited shared mappings read-only,
-// attaches to the mount, installs the SIGSYS handler and the seccomp sandbox, and returns, so
-// the child goes on running the program's own code ahead of the program. No code of the
-// program runs in the child before the sandbox is in place.
+// program, which does not wait for it. BecomeSpeculativeChild() lowers its priority, records
+// its inherited descriptors (offsets and directory positions from the program's FdSnapshot),
+// points stdout/stderr at /dev/null, makes inherited shared mappings read-only, attaches to the
+// mount, installs the SIGSYS handler and the seccomp sandbox, and returns, so the child goes on
+// running the program's own code ahead of the program. No code of the program runs in the
+// child before the sandbox is in place.
 //
 // From then on every system call the sandbox traps lands in the handler in child.cc, which
 // emulates it without touching anything the program shares with the child: reads become pread
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "speculate/fd_snapshot.h"
 #include "speculate/mount_watch.h"
 #include "speculate/seccomp_filter.h"
 #include "speculate/shared_log.h"
@@ -28,6 +29,7 @@ struct ChildConfig {
   const MountWatch* watch;
   const HintSink* sink;
   const SandboxFilter* filter;
+  const FdSnapshot* snapshot;  // taken by the program right before the fork
   SharedLog* log;
   uint64_t log_mapping_bytes;
   uint64_t stream;  // the program's tgid: the hint stream the child speaks for

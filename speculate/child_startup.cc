@@ -23,36 +23,9 @@ long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 
   return RawSyscall(nr, a1, a2, a3, a4, a5);
 }
 
-[[noreturn]] void FailStartup(long syscall_nr) {
-  SharedLog* log = g_state.config.log;
-  log->ready.store(2, std::memory_order_release);
-  FutexWakeAll(&log->ready);
-  End(EndReason::kStartupFailed, syscall_nr);
-}
+[[noreturn]] void FailStartup(long syscall_nr) { End(EndReason::kStartupFailed, syscall_nr); }
 
 bool IsInherited(int fd) { return ((g_state.inherited_fds[fd / 64] >> (fd % 64)) & 1) != 0; }
-
-// The position of an inherited directory, read from /proc/self/fdinfo/N ("pos:\t123") rather
-// than with lseek: on ext4 any lseek of a directory, even to where it stands, resets the shared
-// description's readdir cookie. -1: unknown.
-int64_t SharedPosition(int fd) {
-  LineBuilder path;
-  path.Add("/proc/self/fdinfo/").Add(static_cast<uint64_t>(fd));
-  long info = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()), O_RDONLY | O_CLOEXEC);
-  if (info < 0) return -1;
-  char text[512];
-  long n = Sys(SYS_pread64, info, reinterpret_cast<long>(text), sizeof(text) - 1, 0);
-  Sys(SYS_close, info);
-  if (n <= 0) return -1;
-  text[n] = '\0';
-  if (strncmp(text, "pos:", 4) != 0) return -1;
-  const char* p = text + 4;
-  while (*p == ' ' || *p == '\t') ++p;
-  if (*p < '0' || *p > '9') return -1;
-  int64_t position = 0;
-  for (; *p >= '0' && *p <= '9'; ++p) position = position * 10 + (*p - '0');
-  return position;
-}
 
 // Lists the descriptors the child inherited into g_state.inherited_fds and returns the highest,
 // or fails startup. The list is complete before any other descriptor is opened, so the child's
@@ -87,26 +60,25 @@ int ListInheritedDescriptors() {
   return highest;
 }
 
-// Hazard 1: remember where every inherited descriptor stands while the program waits for us.
-// Nothing else is done to a shared description: pipes, sockets and devices are not even sought.
+// Hazard 1: remember every inherited descriptor, and where it stood at the fork (the program's
+// snapshot; for a descriptor another thread of the program opened since, where it stands now).
 // Every one must be recorded: a descriptor the child does not know it shares would later be
-// taken for one of its own.
+// taken for one of its own. Nothing is done to a shared description but reading its position.
 void SnapshotInheritedDescriptors() {
   int highest = ListInheritedDescriptors();
   for (int fd = 0; fd <= highest; ++fd) {
     if (!IsInherited(fd) || g_state.config.sink->OwnsFd(fd)) continue;
     Desc* d = NewDescFor(fd, /*inherited=*/true);
     if (d == nullptr) FailStartup(SYS_fstat);
-    if (d->facts.kind == FdFacts::kRegular) {
-      // lseek(fd, 0, SEEK_CUR) of a regular file only reads f_pos (generic_file_llseek_size and
-      // every file system's SEEK_CUR path), and costs far less than fdinfo.
-      long position = Sys(SYS_lseek, fd, 0, SEEK_CUR);
-      if (position < 0) FailStartup(SYS_lseek);
-      d->offset = static_cast<uint64_t>(position);
-    } else if (d->facts.kind == FdFacts::kDirectory) {
-      d->dir_pos = SharedPosition(fd);
-      if (d->dir_pos < 0) FailStartup(SYS_pread64);
+    if (d->facts.kind != FdFacts::kRegular && d->facts.kind != FdFacts::kDirectory) continue;
+    int64_t position = g_state.config.snapshot->Find(fd, d->facts.dev, d->facts.ino);
+    if (position < 0) {
+      position = d->facts.kind == FdFacts::kRegular ? Sys(SYS_lseek, fd, 0, SEEK_CUR)
+                                                     : DirectoryPosition(fd);
     }
+    if (position < 0) FailStartup(SYS_lseek);
+    if (d->facts.kind == FdFacts::kRegular) d->offset = static_cast<uint64_t>(position);
+    if (d->facts.kind == FdFacts::kDirectory) d->dir_pos = position;
   }
   // The runtime's private descriptors go above every inherited one; the sandbox lets it seek
   // nothing below (hazard 1 enforced by the kernel, not only by this code).
@@ -213,17 +185,13 @@ void BecomeSpeculativeChild(const ChildConfig& config) {
   struct rlimit no_core = {0, 0};
   RawSyscall(SYS_prlimit64, 0, RLIMIT_CORE, reinterpret_cast<long>(&no_core), 0);
   RawSyscall(SYS_prctl, PR_SET_DUMPABLE, 0);
-
-  // The program waits only for this, at its own priority: once it resumes it moves its offsets.
-  SnapshotInheritedDescriptors();
-  config.log->ready.store(1, std::memory_order_release);
-  FutexWakeAll(&config.log->ready);
-
-  // The rest concerns the child alone, and no code of the program runs before the sandbox is
-  // in place, so it goes on at idle priority while the program reads.
+  // All of what follows concerns the child alone, and no code of the program runs before the
+  // sandbox is in place: the program goes on reading meanwhile.
   struct sched_param idle = {};
   RawSyscall(SYS_sched_setscheduler, 0, SCHED_IDLE, reinterpret_cast<long>(&idle));
   RawSyscall(SYS_setpriority, PRIO_PROCESS, 0, 19);
+
+  SnapshotInheritedDescriptors();
   SilenceOutput();
   ProtectSharedMappings();
   InstallSigsysHandler();

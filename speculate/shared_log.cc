@@ -26,7 +26,6 @@ const char* EndReasonName(EndReason reason) {
 void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes) {
   max_ahead_hints = max_hints == 0 ? 1 : (max_hints >= kCapacity ? kCapacity - 1 : max_hints);
   max_ahead_bytes = max_bytes;
-  ready.store(0);
   ended.store(0);
   end_reason.store(0);
   end_syscall.store(0);

@@ -61,7 +61,6 @@ struct SharedLog {
   uint32_t max_ahead_hints;
   uint64_t max_ahead_bytes;
 
-  std::atomic<uint32_t> ready;  // futex word: 0 starting, 1 speculating, 2 failed to start
   std::atomic<uint32_t> ended;  // 1 once the child stopped speculating
   std::atomic<uint32_t> end_reason;
   std::atomic<uint32_t> end_syscall;

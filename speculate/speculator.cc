@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <new>
 #include <string>
 
 #include "speculate/child.h"
@@ -20,7 +21,6 @@ namespace tipfs::spec {
 
 namespace {
 
-constexpr int64_t kReadyPollNanos = 50'000'000;
 constexpr int64_t kLockstepPollNanos = 100'000'000;
 constexpr int kLockstepMaxPolls = 100;  // a child silent for ~10 s is declared behind
 
@@ -77,6 +77,12 @@ Status Speculator::Start(const SpecOptions& options) {
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (table == MAP_FAILED) return ErrnoStatus("map descriptor table");
     fds_ = static_cast<FdInfo*>(table);
+  }
+  if (snapshot_ == nullptr) {
+    void* snapshot = mmap(nullptr, sizeof(FdSnapshot), PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (snapshot == MAP_FAILED) return ErrnoStatus("map descriptor snapshot");
+    snapshot_ = new (snapshot) FdSnapshot();
   }
   {
     Locked lock(&mu_);
@@ -222,8 +228,9 @@ void Speculator::Fork() {
   log_ = slots_[slot].log;
   log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
   ++epoch_;
-  ChildConfig config{&watch_, &sink_, &filter_, log_, sizeof(SharedLog), stream_, epoch_,
-                     options_.wait_for_data, getpid()};
+  snapshot_->Take(sink_);
+  ChildConfig config{&watch_, &sink_,  &filter_, snapshot_, log_, sizeof(SharedLog),
+                     stream_, epoch_, options_.wait_for_data, getpid()};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -239,30 +246,11 @@ void Speculator::Fork() {
   if (ever_forked_) ++counters_.restarts;
   ever_forked_ = true;
   ++counters_.forks;
+  // The program goes on at once: the child sets itself up at idle priority, and a child that
+  // cannot is counted (start_failures) and turns speculation off when it is reaped.
   slots_[slot] = LogSlot{log_, static_cast<pid_t>(pid), epoch_};
-  if (!WaitForChildReady(static_cast<pid_t>(pid))) {
-    slots_[slot].child = 0;  // reaped there
-    return;
-  }
   child_pid_ = static_cast<pid_t>(pid);
   child_running_.store(true, std::memory_order_relaxed);
-}
-
-bool Speculator::WaitForChildReady(pid_t pid) {
-  for (;;) {
-    uint32_t ready = log_->ready.load(std::memory_order_acquire);
-    if (ready == 1) return true;
-    int status = 0;
-    if (ready == 2 || WaitChild(pid, &status, WNOHANG) == pid) {
-      if (ready == 2) WaitChild(pid, &status, 0);
-      ++counters_.start_failures;
-      // A child that cannot attach or sandbox itself never will: stop trying.
-      disabled_after_failure_ = true;
-      sink_.Cancel(stream_, epoch_);
-      return false;
-    }
-    FutexWait(&log_->ready, 0, kReadyPollNanos);
-  }
 }
 
 void Speculator::RecordChildExit(int slot, int wait_status) {
@@ -280,7 +268,7 @@ void Speculator::RecordChildExit(int slot, int wait_status) {
       case EndReason::kStreamRead: ++counters_.child_ended_stream_read; break;
       case EndReason::kSharedMemoryWrite: ++counters_.child_ended_shared_write; break;
       case EndReason::kSignalToOther: ++counters_.child_ended_signal; break;
-      case EndReason::kStartupFailed:  // after the program had gone on: see WaitForChildReady
+      case EndReason::kStartupFailed:  // one that cannot sandbox itself never will: stop trying
         ++counters_.start_failures;
         disabled_after_failure_ = true;
         break;

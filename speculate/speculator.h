@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "speculate/fd_snapshot.h"
 #include "speculate/mount_watch.h"
 #include "speculate/options.h"
 #include "speculate/seccomp_filter.h"
@@ -82,7 +83,6 @@ class Speculator {
   bool ShouldFork() const;
   bool InProgramProcess() const;
   void Fork();
-  bool WaitForChildReady(pid_t pid);
   void EndChild(StopCause cause);
   // REQUIRES: mu_ held. Counts what the child of `slot` did, from its log and wait status.
   void RecordChildExit(int slot, int wait_status);
@@ -98,6 +98,7 @@ class Speculator {
   HintSink sink_;
   SandboxFilter filter_;
   FdInfo* fds_ = nullptr;
+  FdSnapshot* snapshot_ = nullptr;  // filled right before each fork (the fork copies it)
   uint64_t stream_ = 0;
 
   std::atomic<bool> active_{false};
