@@ -1,5 +1,6 @@
 // `tipfs fsck [--repair] DISK`: checks an unmounted volume and, with --repair, fixes what it
-// safely can. One line per problem on stdout, a summary at the end; exit codes as e2fsck's
+// safely can. One line per problem on stdout ("[kind] what; what was done"), a summary at the
+// end; exit codes as e2fsck's
 // (0 clean, 1 repaired, 4 problems left, 8 operational error). See fusefs/fsck/fsck.h.
 #include <cstdio>
 
@@ -19,7 +20,7 @@ int RunFsck(const FsckArgs& args) {
   options.disk = args.disk;
   options.check.repair = args.repair;
   options.check.report = [](const fsck::Problem& problem) {
-    std::printf("%s\n", problem.Line().c_str());
+    std::printf("[%s] %s\n", fsck::ProblemKindName(problem.kind), problem.Line().c_str());
     std::fflush(stdout);
   };
   fsck::CheckResult result = fsck::RunFsck(options);

@@ -1,5 +1,6 @@
 #include "fusefs/daemon.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "cache/file_cache.h"
 #include "fusefs/control_files.h"
 #include "fusefs/disk_array.h"
+#include "fusefs/fsck/fsck.h"
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/hint_ioctls.h"
 #include "fusefs/stats_report.h"
@@ -69,6 +71,24 @@ class Session {
   bool mounted_ = false;
 };
 
+// Writes `text` to `path` and makes the file and its name durable.
+Status WriteDurably(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("create " + path);
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            fsync(fd) == 0;
+  int err = errno;
+  close(fd);
+  if (!ok) return ErrnoStatus("write " + path, err);
+  const std::string dir = path.substr(0, path.rfind('/'));
+  int dir_fd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoStatus("open " + dir);
+  ok = fsync(dir_fd) == 0;
+  err = errno;
+  close(dir_fd);
+  return ok ? Status::OK() : ErrnoStatus("fsync " + dir, err);
+}
+
 }  // namespace
 
 std::string PidFilePath(const std::string& disk0) { return disk0 + "/tipfs.pid"; }
@@ -119,6 +139,23 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   FileSystem fs(volume, meta->get(), &cache);
   st = fs.Recover();
   if (!st.ok()) return fail(st.WithContext("reclaiming unlinked files"));
+  // A pid file left behind means the last daemon did not exit cleanly (killed, or the power
+  // failed): objects may hold bytes past their file's recorded end (a write whose new size was
+  // not recorded), which a later write past the end would expose inside a hole, or belong to no
+  // inode (a create whose metadata was lost). fsck's object pass fixes both before any read.
+  const std::string pid_file = PidFilePath(label.disk_paths[0]);
+  if (access(pid_file.c_str(), F_OK) == 0) {
+    fsck::CheckResult objects = fsck::RepairObjects(volume, meta->get());
+    if (objects.ExitCode() > 1) {
+      std::string why = objects.error.ToString();
+      for (const fsck::Problem& p : objects.problems) {
+        if (!p.repaired) why = p.Line();
+      }
+      return fail(Status::IOError("recovering after an unclean shutdown: " + why));
+    }
+    std::fprintf(stderr, "tipfs: recovered after an unclean shutdown: %zu objects repaired\n",
+                 objects.repaired());
+  }
 
   ControlFiles control;
   HintIoctls hints(&fs, &cache, options.mountpoint);
@@ -130,11 +167,10 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   st = session.Start(&bridge, options, label.disk_paths[0]);
   if (!st.ok()) return fail(st);
 
-  const std::string pid_file = PidFilePath(label.disk_paths[0]);
-  {
-    std::ofstream out(pid_file, std::ios::trunc);
-    out << getpid() << "\n";
-  }
+  // Durable before any request is served: after a power loss it is what tells the next mount
+  // to recover (see above).
+  st = WriteDurably(pid_file, std::to_string(getpid()) + "\n");
+  if (!st.ok()) return fail(st);
   (void)announce(Status::OK());  // the mount is usable
 
   int rc = session.Loop(options.fuse_threads);
