@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -35,7 +36,12 @@ const char kMountArgs[] = "--disk-model none --cache-size 0 --readahead off --da
 // detached when it goes away.
 class LoopExt4 {
  public:
+  // Runs first when the guard goes away: whatever still uses the file system (the tipfs daemon
+  // holding objects open) must let go before it can be unmounted.
+  std::function<void()> before_unmount;
+
   ~LoopExt4() {
+    if (before_unmount) before_unmount();
     if (mounted_) {
       if (RunCommand("umount " + ShellQuote(dir_)) != 0)
         RunCommand("umount -l " + ShellQuote(dir_));
@@ -192,6 +198,9 @@ class DiskErrorsTest : public ::testing::Test {
 
 TEST_F(DiskErrorsTest, LoopDeviceFailsUnderTheMount) {
   LoopExt4 loop;
+  loop.before_unmount = [this] {
+    if (volume_->mounted()) (void)volume_->Unmount();
+  };
   const std::string skip = loop.Mount(Disk(3), "64M");
   if (!skip.empty()) GTEST_SKIP() << skip;
   ASSERT_EQ(volume_->Create(), "");
