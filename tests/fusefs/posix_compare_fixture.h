@@ -19,7 +19,8 @@ class PosixCompareTest : public MountedTest, public ::testing::WithParamInterfac
  protected:
   VolumeSpec Spec() const override {
     VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
+    // allow_other: the permission tests act as other users, whom FUSE keeps out otherwise.
+    spec.mount_args = "--data-cache " + GetParam() + (geteuid() == 0 ? " --allow-other" : "");
     return spec;
   }
 
@@ -27,6 +28,8 @@ class PosixCompareTest : public MountedTest, public ::testing::WithParamInterfac
     MountedTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     // The mount's root holds the hidden .tipfs control directory; scripts run one level down.
+    // Other users must reach both work directories (mkdtemp made the root 0700).
+    ASSERT_EQ(chmod(mount_->root().c_str(), 0755), 0);
     ASSERT_EQ(mkdir((mount_->native() + "/work").c_str(), 0755), 0);
     ASSERT_EQ(mkdir(Path("work").c_str(), 0755), 0) << ErrnoName(errno);
   }

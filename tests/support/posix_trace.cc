@@ -2,8 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -170,6 +172,48 @@ void PosixTrace::TimesSince(const std::string& step, std::string_view rel, const
   Note(step, "a=" + Classify(st.st_atim, mark.atime, mark.t0) +
                  " m=" + Classify(st.st_mtim, mark.mtime, mark.t0) +
                  " c=" + Classify(st.st_ctim, mark.ctime, mark.t0));
+}
+
+void PosixTrace::AsUser(uid_t uid, gid_t gid, const std::function<void(PosixTrace&)>& script) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Note("as uid " + std::to_string(uid), "pipe failed");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string text;
+    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
+      text = "dropping privileges failed: " + ErrnoName(errno) + "\n";
+    } else {
+      PosixTrace child(root_);
+      script(child);
+      for (const std::string& line : child.lines()) text += line + "\n";
+    }
+    size_t done = 0;
+    while (done < text.size()) {
+      ssize_t n = write(fds[1], text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof(buffer))) > 0)
+    text.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    lines_.push_back("[uid " + std::to_string(uid) + "] " + text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    Note("as uid " + std::to_string(uid), "child status " + std::to_string(status));
+  }
 }
 
 void ExpectSameBehaviour(const std::string& native_root, const std::string& mount_root,

@@ -56,6 +56,10 @@ class PosixTrace {
   // "now" (at or after the mark's clock), e.g. "a=same m=now c=now".
   void TimesSince(const std::string& step, std::string_view rel, const Mark& mark);
 
+  // Runs `script` in a child process with the given credentials (no supplementary groups) on a
+  // trace of the same root, and appends its lines to this trace. REQUIRES: running as root.
+  void AsUser(uid_t uid, gid_t gid, const std::function<void(PosixTrace&)>& script);
+
   const std::vector<std::string>& lines() const { return lines_; }
 
  private:
