@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/support/fs_inspect.h"
 #include "tests/support/mount_fixture.h"
@@ -148,6 +150,54 @@ TEST_F(MountLifecycleTest, TerminatedDaemonUnmountsAndKeepsTheData) {
   ExpectNothingLeft(daemon);
   ASSERT_EQ(volume_->Mount(), "");
   EXPECT_EQ(ReadFileOrDie(volume_->Path("big")), data);
+}
+
+// What fsync acknowledged survives the daemon being killed outright (SIGKILL: no unmount, no
+// final sync): names, sizes, data and the xattr of fsync'ed files after the next mount.
+TEST_F(MountLifecycleTest, FsyncedDataSurvivesAKilledDaemon) {
+  ASSERT_EQ(volume_->Mount(), "");
+  ASSERT_EQ(mkdir(volume_->Path("dir").c_str(), 0755), 0);
+  struct Synced {
+    std::string rel;
+    std::string data;
+  };
+  std::vector<Synced> files;
+  std::vector<int> still_open;
+  for (int i = 0; i < 6; ++i) {
+    Synced file{"dir/f" + std::to_string(i), PatternBytes(1000 + i * 150000, 50 + i)};
+    int fd = open(volume_->Path(file.rel).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0640);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ASSERT_EQ(write(fd, file.data.data(), file.data.size()),
+              static_cast<ssize_t>(file.data.size()));
+    ASSERT_EQ(fsetxattr(fd, "user.i", &i, sizeof(i), 0), 0);
+    ASSERT_EQ(i % 2 == 0 ? fsync(fd) : fdatasync(fd), 0) << ErrnoName(errno);
+    files.push_back(file);
+    // Left open on purpose for some: the kill comes while they are open.
+    if (i >= 3) {
+      close(fd);
+    } else {
+      still_open.push_back(fd);
+    }
+  }
+  const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
+  ASSERT_TRUE(ProcessAlive(daemon));
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  ASSERT_TRUE(WaitForProcessExit(daemon, 30));
+  for (int fd : still_open) close(fd);  // ENOTCONN: the connection died with the daemon
+  LazyUnmount(volume_->mountpoint());
+  ASSERT_FALSE(IsMountPoint(volume_->mountpoint()));
+  ASSERT_EQ(volume_->Mount(), "");
+  for (int i = 0; i < static_cast<int>(files.size()); ++i) {
+    const std::string path = volume_->Path(files[i].rel);
+    struct stat st;
+    ASSERT_EQ(stat(path.c_str(), &st), 0) << files[i].rel << ": " << ErrnoName(errno);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+    EXPECT_EQ(static_cast<size_t>(st.st_size), files[i].data.size()) << files[i].rel;
+    EXPECT_TRUE(ReadFileOrDie(path) == files[i].data) << files[i].rel << " lost data";
+    int value = -1;
+    EXPECT_EQ(getxattr(path.c_str(), "user.i", &value, sizeof(value)), 4) << ErrnoName(errno);
+    EXPECT_EQ(value, i);
+  }
 }
 
 }  // namespace
