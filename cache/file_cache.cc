@@ -72,6 +72,18 @@ FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
   disk_estimators_.assign(disk_count_,
                           DiskServiceEstimator(static_cast<double>(options.initial_disk_nanos)));
   disk_prefetches_.assign(disk_count_, 0);
+  disk_reads_failing_.assign(disk_count_, false);
+}
+
+void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (disk >= disk_count_ || disk_reads_failing_[disk] == failing) return;
+  disk_reads_failing_[disk] = failing;
+  if (failing) {
+    disk_prefetches_[disk] += kFailedDiskPrefetches;
+  } else {
+    disk_prefetches_[disk] -= kFailedDiskPrefetches;
+  }
 }
 
 FileCache::~FileCache() {

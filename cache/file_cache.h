@@ -219,6 +219,11 @@ class FileCache {
   void CancelProcess(uint32_t owner);
   StreamInfo QueryStream(uint64_t stream) const;
 
+  // A disk whose reads fail gets no prefetches (hinted, read-ahead, warm-up) until it works
+  // again; demand reads still go to it and get its error. Called by the volume's disk health
+  // board (stripe/disk_health.h) when that changes.
+  void SetDiskReadsFailing(uint32_t disk, bool failing);
+
   CacheStats Stats() const;
   CacheOptions options() const;
   // Applies the run-time changeable fields; EINVAL (nothing changed) when a fixed field differs.
@@ -324,7 +329,11 @@ class FileCache {
   uint64_t expanded_accesses_ = 0;
   std::unordered_map<uint32_t, std::shared_ptr<ReaderState>> readers_;
   std::vector<DiskServiceEstimator> disk_estimators_;
-  std::vector<uint32_t> disk_prefetches_;  // prefetches in flight per disk
+  // Prefetches in flight per disk, plus kFailedDiskPrefetches while the disk's reads fail: every
+  // prefetch decision compares this with max_prefetches_per_disk, so a failing disk looks full.
+  std::vector<uint32_t> disk_prefetches_;
+  std::vector<bool> disk_reads_failing_;
+  static constexpr uint32_t kFailedDiskPrefetches = 1u << 30;
   uint64_t fetches_in_flight_ = 0;
   uint64_t hinted_in_flight_ = 0;
   Ewma t_hit_{0.125, 0};

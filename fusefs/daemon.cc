@@ -75,8 +75,8 @@ class Session {
 Status WriteDurably(const std::string& path, const std::string& text) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("create " + path);
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            fsync(fd) == 0;
+  bool ok =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
   int err = errno;
   close(fd);
   if (!ok) return ErrnoStatus("write " + path, err);
@@ -136,6 +136,13 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   stripe::StripedIo io(volume);
   cache::FileCache cache(&io, clock, options.cache);
+  // Prefetches stop going to a disk whose reads fail (and resume when it works again).
+  disks->health->SetListener(
+      [&cache](uint32_t disk, bool failing) { cache.SetDiskReadsFailing(disk, failing); });
+  struct ListenerGuard {  // the cache goes before the board: unhook it first, on every path
+    stripe::DiskHealthBoard* board;
+    ~ListenerGuard() { board->SetListener(nullptr); }
+  } listener_guard{disks->health.get()};
   FileSystem fs(volume, meta->get(), &cache);
   st = fs.Recover();
   if (!st.ok()) return fail(st.WithContext("reclaiming unlinked files"));

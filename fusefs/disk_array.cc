@@ -12,6 +12,13 @@ Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Stati
     array.emulation = *emulation;
     open_options.wrap_disk = array.emulation->WrapFunction();
   }
+  array.health = std::make_shared<stripe::DiskHealthBoard>();
+  open_options.wrap_disk = [emulate = std::move(open_options.wrap_disk), health = array.health](
+                               std::unique_ptr<stripe::Disk> disk, uint32_t index) {
+    if (emulate) disk = emulate(std::move(disk), index);
+    return std::unique_ptr<stripe::Disk>(
+        std::make_unique<stripe::HealthTrackingDisk>(std::move(disk), index, health.get()));
+  };
   Result<std::unique_ptr<stripe::Volume>> volume =
       stripe::Volume::Open(options.disk, std::move(open_options));
   if (!volume.ok()) return volume.status();

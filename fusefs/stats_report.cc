@@ -132,6 +132,7 @@ std::string StatsReport::Text() const {
   } else {
     out += "disk model: none (real timing; mount with --disk-model for per-disk statistics)\n";
   }
+  if (disks_->health) out += stripe::FormatDiskHealth(*disks_->health, label.disk_paths);
   return out;
 }
 
@@ -157,6 +158,10 @@ std::string StatsReport::Json() const {
                                         : std::string("{\"disks\":[]}");
   // DiskStatsJson is an object {"disks":[...]}: splice its member in.
   out += disks.substr(1, disks.size() - 2);
+  if (disks_->health) {
+    out += "," + stripe::DiskHealthJsonMember(*disks_->health,
+                                              fs_->volume()->disk_count());
+  }
   out += "}\n";
   return out;
 }
@@ -185,6 +190,9 @@ std::string StatsReport::Prometheus() const {
                            static_cast<double>(breakdown.nanos[i]));
   }
   if (disks_->emulation) stripe::AppendDiskStatsPrometheus(&out, disks_->emulation->Stats());
+  if (disks_->health) {
+    stripe::AppendDiskHealthPrometheus(&out, *disks_->health, fs_->volume()->disk_count());
+  }
   return out;
 }
 
