@@ -77,6 +77,15 @@ TEST_P(PosixCompareTest, TruncateGrowAndShrink) {
     int ro = OpenAt(t, "open read-only", "f", O_RDONLY);
     t.Do("ftruncate read-only fd", [&] { return static_cast<long>(ftruncate(ro, 1)); });
     CloseFd(t, "close", ro);
+    // Far out: 1 TiB (ext4 with 4 KiB blocks allows 16 TiB files; the objects stay sparse).
+    int huge = OpenAt(t, "creat huge", "huge", O_CREAT | O_RDWR, 0644);
+    WriteAt(t, "pwrite 5 bytes at 1 TiB", huge, "tail!", off_t{1} << 40);
+    t.FStat("fstat huge", huge);
+    ReadAt(t, "pread across the end at 1 TiB", huge, 10, (off_t{1} << 40) - 5);
+    ReadAt(t, "pread in the hole at 512 GiB", huge, 100, off_t{1} << 39);
+    t.Do("ftruncate huge to 1 GiB", [&] { return static_cast<long>(ftruncate(huge, 1 << 30)); });
+    ReadAt(t, "pread at the new end", huge, 10, (1 << 30) - 5);
+    CloseFd(t, "close huge", huge);
     t.Do("mkdir d", [&] { return static_cast<long>(mkdir(t.P("d").c_str(), 0755)); });
     t.Do("truncate a directory", [&] { return static_cast<long>(truncate(t.P("d").c_str(), 0)); });
   });
