@@ -110,8 +110,9 @@ int RunHint(const HintArgs& args) {
     } else if (*target_mount != mount) {
       return Fail("hint", Status::InvalidArgument(spec + " is on another mount than " + mount));
     }
-    std::string relative = target->path.substr(mount.size());
-    if (relative.empty()) relative = "/";
+    // Relative to the mount's root (a leading '/' would mean an absolute path to the daemon).
+    std::string relative = target->path.size() > mount.size() ? target->path.substr(mount.size() + 1)
+                                                              : std::string(".");
     if (tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset, target->length) != 0) {
       if (errno != ENOSPC || tipfs_hint_paths_send(fd, request.get()) != 0 ||
           tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset,

@@ -16,6 +16,17 @@
 namespace tipfs::cli {
 namespace {
 
+// True while `pid` runs. A daemon that exited but was not reaped yet (a zombie waiting for init)
+// has finished everything it does at unmount, so it counts as gone.
+bool Running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t close_paren = line.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < line.size() &&
+         line[close_paren + 2] != 'Z' && line[close_paren + 2] != 'X';
+}
+
 Status Unmount(const std::string& mountpoint) {
   if (geteuid() == 0) {
     if (umount2(mountpoint.c_str(), 0) == 0) return Status::OK();
@@ -44,7 +55,7 @@ int RunUmount(const std::string& mountpoint) {
   if (!st.ok()) return Fail("umount", st);
   // The daemon syncs its disks and metadata after the kernel lets go; wait for it to finish.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (daemon > 0 && kill(daemon, 0) == 0) {
+  while (daemon > 0 && Running(daemon)) {
     if (std::chrono::steady_clock::now() > deadline) {
       return Fail("umount", Status::FromErrno(ETIMEDOUT, "the daemon (pid " +
                                                              std::to_string(daemon) +

@@ -26,6 +26,7 @@ struct DirHandle {
 };
 struct FileHandle {
   Ino ino = 0;
+  int open_flags = 0;        // libfuse passes no flags with an ioctl: the hint checks need them
   std::string control_text;  // control files only
 };
 
@@ -291,6 +292,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (!opened.ok()) return ReplyStatus(req, opened.status());
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
+  handle->open_flags = fi->flags;
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
   SetOpenFlags(req, opened->inode, fi);
   if (fuse_reply_open(req, fi) != 0) {
@@ -308,6 +310,7 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   if (!opened.ok()) return ReplyStatus(req, opened.status());
   auto handle = std::make_unique<FileHandle>();
   handle->ino = opened->inode.ino;
+  handle->open_flags = fi->flags;
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
   SetOpenFlags(req, opened->inode, fi);
   fuse_entry_param e = EntryOf(req, opened->inode);
@@ -535,7 +538,11 @@ void OnIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_
   const fuse_ctx* ctx = fuse_req_ctx(req);
   IoctlCaller caller{ctx->uid, ctx->gid, static_cast<uint32_t>(ctx->pid)};
   std::string out;
-  int open_flags = fi != nullptr ? fi->flags : O_RDONLY;
+  // A directory's fh is a DirHandle (and hinting one is EISDIR whatever its flags).
+  int open_flags = O_RDONLY;
+  if (fi != nullptr && !(flags & FUSE_IOCTL_DIR) && fi->fh != 0 && !ControlFiles::IsControl(ino)) {
+    open_flags = reinterpret_cast<FileHandle*>(fi->fh)->open_flags;
+  }
   Status st = hints->Handle(caller, ino, open_flags, cmd, in_buf, in_size, out_size, &out);
   if (!st.ok()) return ReplyStatus(req, st);
   fuse_reply_ioctl(req, 0, out.empty() ? nullptr : out.data(), out.size());
