@@ -29,6 +29,18 @@ class CliErrorsTest : public ::testing::Test {
  protected:
   void SetUp() override { volume_ = std::make_unique<TipfsMount>(); }
 
+  // A command that should have been refused but mounted something must not leave it behind:
+  // everything mounted under the root goes (stacked mounts too, hence the rounds). The
+  // TipfsMount's own unmount then finds nothing to do.
+  void TearDown() override {
+    if (volume_ == nullptr) return;
+    for (int round = 0; round < 5 && !MountsUnderRoot().empty(); ++round) {
+      for (const std::string& mountpoint : MountsUnderRoot()) {
+        if (RunCommand(TipfsBinary() + " umount " + mountpoint) != 0) LazyUnmount(mountpoint);
+      }
+    }
+  }
+
   std::string Tipfs() const { return TipfsBinary(); }
   std::string Disks() const {
     std::string text;
