@@ -20,6 +20,8 @@ namespace tipfs::cache {
 namespace {
 
 constexpr size_t kMaxReaders = 4096;
+// A T_cpu sample counts for at most this many times the reader's current estimate.
+constexpr double kCpuOutlierRatio = 4.0;
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -321,7 +323,11 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       const double accesses = static_cast<double>(last - first + 1);
       const int64_t last_end = r->last_end_ns.load(std::memory_order_relaxed);
       if (r->last_start_ns > 0 && last_end >= r->last_start_ns && now >= last_end) {
-        r->cpu_per_access.Add(static_cast<double>(now - last_end) / accesses);
+        // Clipped: one long gap (the reader preempted, or busy elsewhere once) must not collapse
+        // the horizon for the next dozens of reads; a reader that really slows down still moves
+        // the estimate up by 1 + 3/8 per read.
+        r->cpu_per_access.AddClipped(static_cast<double>(now - last_end) / accesses,
+                                     kCpuOutlierRatio);
       }
       r->last_start_ns = now;
       reader = readers_[static_cast<uint32_t>(ctx.stream)];

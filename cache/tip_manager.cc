@@ -22,11 +22,17 @@ namespace tipfs::cache {
 namespace {
 
 constexpr int kMaxDecisionsPerRun = 256;
-// How far past its cursor a stream may look for an access whose disk has room: prefetches go to
-// every idle disk even when the next access's disk is busy.
-constexpr size_t kPrefetchLookahead = 32;
-// Held accesses scanned (from the far end) for a stream's cheapest block to give up.
-constexpr size_t kEjectScan = 64;
+// How far past its cursor a stream looks for an access whose disk has room, so prefetches go to
+// every idle disk even when the next access's disk is busy: as far as its horizon (nothing beyond
+// has a benefit), at least kMinPrefetchLookahead, at most kMaxPrefetchLookahead. On an array the
+// reads of one stream fall unevenly on the disks; a disk that is locally ahead idles unless it
+// may fetch further down the stream. (With a fixed 32, hinted random reads on 4 disks kept about
+// 35 buffers hinted with a horizon of 80 and lost about 5% of the array's throughput.)
+constexpr size_t kMinPrefetchLookahead = 32;
+constexpr size_t kMaxPrefetchLookahead = 256;
+// Accesses scanned (from the far end of the lookahead window down) for a stream's cheapest held
+// block to give up: the whole window and a little below it.
+constexpr size_t kEjectScan = kMaxPrefetchLookahead + 64;
 // A stream whose reader has done nothing for longer than this (and 4 of its usual gaps) is
 // valued at the rate its idleness implies, not its last measured rate.
 constexpr int64_t kIdleGraceNanos = 100 * kNanosPerMilli;
@@ -92,7 +98,7 @@ FileCache::Ejection FileCache::CheapestEjection(const HintStream* exclude, int64
   for (const auto& [id, stream] : streams_) {
     HintStream* s = stream.get();
     if (s == exclude) continue;
-    const size_t end = std::min(s->expanded(), s->cursor() + kPrefetchLookahead);
+    const size_t end = std::min(s->expanded(), s->cursor() + kMaxPrefetchLookahead);
     size_t scanned = 0;
     for (size_t i = end; i-- > 0 && scanned < kEjectScan; ++scanned) {
       const HintedAccess& a = s->at(i);
@@ -361,7 +367,15 @@ size_t FileCache::NextCandidate(HintStream* s) {
   s->AdvanceCursor();
   // A stream never holds more than the whole cache.
   if (s->cursor() >= capacity_blocks_) return kNone;
-  const size_t end = s->cursor() + kPrefetchLookahead;
+  double slowest_disk = 0;
+  for (const DiskServiceEstimator& d : disk_estimators_)
+    slowest_disk = std::max(slowest_disk, d.nanos());
+  // Index i is the access x = i + 1 ahead; PrefetchBenefit is 0 for x > P.
+  const double horizon = std::min(PrefetchHorizon(slowest_disk, AppNanos(s)),
+                                  static_cast<double>(s->cursor() + kMaxPrefetchLookahead));
+  const size_t reach = static_cast<size_t>(horizon);
+  const size_t end =
+      std::clamp(reach, s->cursor() + kMinPrefetchLookahead, s->cursor() + kMaxPrefetchLookahead);
   ExpandStream(s, end);
   const size_t limit = std::min(end, s->expanded());
   for (size_t i = s->cursor(); i < limit; ++i) {

@@ -56,6 +56,14 @@ class Ewma {
     value_ = has_sample_ ? value_ + alpha_ * (sample - value_) : sample;
     has_sample_ = true;
   }
+  // Adds `sample` clipped to `max_ratio` times the current value (once there is one): a lone
+  // outlier, such as a thread preempted on a busy machine, moves the average by at most
+  // alpha * (max_ratio - 1) of itself, while a lasting change still gets through in a few
+  // samples (a factor of 1 + alpha * (max_ratio - 1) per sample).
+  void AddClipped(double sample, double max_ratio) {
+    if (has_sample_ && value_ > 0 && sample > max_ratio * value_) sample = max_ratio * value_;
+    Add(sample);
+  }
   double value() const { return value_; }
   bool has_sample() const { return has_sample_; }
 

@@ -57,6 +57,20 @@ TEST(TipModelTest, EwmaStartsAtFirstSample) {
   EXPECT_DOUBLE_EQ(e.value(), 11.0);  // 10 + (18 - 10) / 8
 }
 
+TEST(TipModelTest, ClippedEwmaIgnoresALoneOutlierButFollowsALastingChange) {
+  Ewma e(0.125, 0);
+  e.AddClipped(100, 4);  // the first sample is taken as is
+  EXPECT_DOUBLE_EQ(e.value(), 100.0);
+  e.AddClipped(10'000, 4);  // counts as 400: 100 + (400 - 100) / 8
+  EXPECT_DOUBLE_EQ(e.value(), 137.5);
+  e.AddClipped(100, 4);
+  EXPECT_DOUBLE_EQ(e.value(), 132.8125);
+  for (int i = 0; i < 40; ++i) e.AddClipped(1000, 4);  // a lasting change gets through
+  EXPECT_NEAR(e.value(), 1000.0, 10.0);
+  e.AddClipped(10, 4);  // samples below the estimate are never clipped
+  EXPECT_NEAR(e.value(), 1000.0 - (1000.0 - 10.0) / 8, 2.0);
+}
+
 TEST(TipModelTest, DecayingRateHalvesEachHalfLife) {
   DecayingRate r(1'000'000'000);
   r.Add(0, 4);

@@ -134,6 +134,56 @@ TEST(TipTest, ShortReadsCountAsWholeAccessesInTheEstimators) {
   EXPECT_DOUBLE_EQ(rig.cache->QueryStream(300).horizon, 10.0);
 }
 
+// One long pause of the reader (preempted on a busy machine) does not collapse its horizon:
+// the gap counts for at most 4 times the current T_cpu.
+TEST(TipTest, OneLongPauseOfTheReaderDoesNotCollapseItsHorizon) {
+  Emulated emu;
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 2, 16, 1);
+  int64_t pause = 0;
+  for (uint64_t b : {15, 13, 11, 9, 7, 5}) {
+    rig.clock.Advance(pause > 0 ? pause : 2 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(Reader(100), 2, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+    pause = b == 7 ? 100 * kMs : 0;  // before the read of block 5
+  }
+  // T_cpu = 2 ms + (min(100, 4 x 2) - 2) ms / 8 = 2.75 ms; unclipped it would be 14.25 ms and
+  // the horizon below one access.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 2, 4)).ok());
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(100).horizon, 10.0 / 2.75);
+}
+
+// On an array a disk whose next hinted blocks lie far down the stream still gets prefetches
+// while another disk works through a long run of the stream's first accesses: the manager looks
+// as far as the horizon, not a fixed window of 32 accesses.
+TEST(TipTest, IdleDisksPrefetchFarDownTheStreamWithinTheHorizon) {
+  Emulated emu;
+  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 1, 256, 5);
+  const auto disk_of = [&](uint64_t block) {
+    return rig.io->layout().DiskOfOffset(1, block * kBlock);
+  };
+  const uint32_t busy = disk_of(0);
+  HintBatch batch;
+  batch.stream = 100;
+  batch.owner = 100;
+  std::vector<uint64_t> elsewhere;
+  for (uint64_t b = 0; b < 256 && batch.extents.size() < 48; ++b) {
+    if (disk_of(b) == busy) batch.extents.push_back(HintExtent{1, b * kBlock, kBlock, data.size()});
+  }
+  for (uint64_t b = 0; b < 256 && elsewhere.size() < 3; ++b) {
+    if (disk_of(b) != busy && (elsewhere.empty() || disk_of(elsewhere.back()) != disk_of(b))) {
+      elsewhere.push_back(b);
+      batch.extents.push_back(HintExtent{1, b * kBlock, kBlock, data.size()});
+    }
+  }
+  ASSERT_EQ(elsewhere.size(), 3u);
+  // A hinter that has not read yet: T_cpu = 0, so every access is within its horizon.
+  ASSERT_TRUE(rig.cache->Hint(batch).ok());
+  for (uint64_t b : elsewhere) EXPECT_TRUE(rig.cache->Contains(1, b)) << "block " << b;
+  EXPECT_EQ(rig.cache->Stats().fetching_buffers + rig.cache->Stats().hinted_buffers, 4u + 3u);
+}
+
 TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
   Emulated emu;
   CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
