@@ -214,12 +214,26 @@ Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, siz
     return Status::FromErrno(EFBIG, "write past the largest file size");
   }
   std::shared_ptr<InodeState> state = inodes_.State(ino);
-  std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
-  TIPFS_RETURN_IF_ERROR(DataError(cache_->Write(ino, offset, data, length)));
-  PerfSection metadata(Subsystem::kMetadata);
-  Result<Inode> inode = meta_->RecordWrite(ino, offset + length, Time::Now());
-  if (!inode.ok()) return inode.status();
-  return length;
+  Status written;
+  {
+    std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+    written = DataError(cache_->Write(ino, offset, data, length));
+    if (written.ok()) {
+      PerfSection metadata(Subsystem::kMetadata);
+      Result<Inode> inode = meta_->RecordWrite(ino, offset + length, Time::Now());
+      if (!inode.ok()) return inode.status();
+      return length;
+    }
+  }
+  // A write that failed on one disk may have landed on the others. Past the recorded end of the
+  // file those bytes would show inside the hole a later write further out leaves: cut every
+  // object back to the recorded size (exclusively, so no write in flight is cut).
+  std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+  Result<Inode> inode = meta_->Get(ino);
+  if (inode.ok() && offset + length > inode->size) {
+    (void)cache_->Truncate(ino, offset + length, inode->size);
+  }
+  return written;
 }
 
 Status FileSystem::Fsync(Ino ino, bool data_only) {

@@ -404,7 +404,11 @@ TEST_F(CrashMountTest, FsyncedDataSurvivesSigkillOfTheDaemon) {
     leftovers += code == 4;
 
     ASSERT_EQ(mount_->Mount(), "");
-    for (const WriterRun& w : writers) {
+    // This trial's writers after every kill; all earlier ones every fifth kill and after the
+    // last (they must survive later kills too, but checking them all each time is quadratic).
+    const bool all = trial % 5 == 4 || trial == TIPFS_CRASH_TRIALS - 1;
+    for (size_t i = all ? 0 : writers.size() - kWriters; i < writers.size(); ++i) {
+      const WriterRun& w = writers[i];
       const std::string problems = VerifyWriter(w.dir, w.log, w.killed_at);
       EXPECT_EQ(problems, "") << "writer " << w.dir;
       if (!problems.empty() && std::getenv("TIPFS_KEEP_LOGS") != nullptr) {
