@@ -72,10 +72,12 @@ StatsSnapshot ReadStats(const std::string& mountpoint) {
   const size_t disks_at = s.raw.find("\"disks\":[");
   s.values = NumbersOf(s.raw.substr(0, disks_at));
   if (disks_at != std::string::npos) {
+    // Only the "disks" array (other arrays, such as disk_health, may follow it).
+    const size_t disks_end = s.raw.find(']', disks_at);
     size_t pos = disks_at;
     while (true) {
       const size_t open = s.raw.find('{', pos);
-      if (open == std::string::npos) break;
+      if (open == std::string::npos || open > disks_end) break;
       const size_t close = s.raw.find('}', open);
       if (close == std::string::npos) break;
       s.disks.push_back(NumbersOf(s.raw.substr(open, close - open)));
