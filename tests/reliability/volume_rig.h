@@ -79,9 +79,7 @@ class VolumeRig {
     }
     created_ = true;
     meta_ = std::move(*store);
-    cache::CacheOptions options;
-    options.capacity_bytes = 16 << 20;
-    cache_ = std::make_unique<cache::FileCache>(io_.get(), &clock_, options);
+    cache_ = std::make_unique<cache::FileCache>(io_.get(), &clock_, cache_options_);
     fs_ = std::make_unique<fusefs::FileSystem>(volume_.get(), meta_.get(), cache_.get());
     return Status::OK();
   }
@@ -99,8 +97,9 @@ class VolumeRig {
     volume_.reset();
   }
 
-  // Options for the store from the next Open on.
+  // Options for the store and the cache from the next Open on.
   void set_store_options(meta::MetaStoreOptions options) { store_options_ = std::move(options); }
+  void set_cache_options(const cache::CacheOptions& options) { cache_options_ = options; }
 
   fusefs::FileSystem* fs() { return fs_.get(); }
   meta::MetaStore* meta() { return meta_.get(); }
@@ -133,6 +132,11 @@ class VolumeRig {
   SystemClock clock_;
   stripe::Label label_;
   meta::MetaStoreOptions store_options_;
+  cache::CacheOptions cache_options_ = [] {
+    cache::CacheOptions options;
+    options.capacity_bytes = 16 << 20;
+    return options;
+  }();
   std::vector<std::unique_ptr<MemDisk>> mem_disks_;
   std::unique_ptr<stripe::Volume> volume_;
   std::unique_ptr<stripe::StripedIo> io_;
