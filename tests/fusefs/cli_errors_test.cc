@@ -242,7 +242,7 @@ TEST_F(CliErrorsTest, SecondMountOfAMountedVolume) {
   EXPECT_FALSE(IsMountPoint(Root("mnt2")));
   EXPECT_EQ(ReadDaemonPid(volume_->disks()[0]), daemon) << "the pid file was overwritten";
   EXPECT_EQ(ReadFileOrDie(volume_->Path("first")), "still here");
-  ASSERT_EQ(volume_->Unmount(), "");
+  ASSERT_EQ(UnmountRetryingWhileBusy(*volume_), "");
   EXPECT_FALSE(ProcessAlive(daemon));
 }
 

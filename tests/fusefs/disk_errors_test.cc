@@ -248,7 +248,7 @@ TEST_F(DiskErrorsTest, LoopDeviceFailsUnderTheMount) {
   EXPECT_EQ(ErrnoName(WriteAt(Path("big"), broken_unit * kUnit + 100, "overwrite")), "EIO");
   EXPECT_EQ(WriteAt(Path("big"), healthy_unit * kUnit + 100, "overwrite"), 0);
   ExpectTheRestWorks(3, daemon);
-  EXPECT_EQ(volume_->Unmount(), "");
+  EXPECT_EQ(UnmountRetryingWhileBusy(*volume_), "");
 }
 
 TEST_F(DiskErrorsTest, ObjectIsADirectory) {
@@ -257,7 +257,7 @@ TEST_F(DiskErrorsTest, ObjectIsADirectory) {
   const std::string data = PatternBytes(4 * kUnit, 42);  // one unit on each disk
   uint64_t ino = 0;
   ASSERT_EQ(WriteSynced(Path("victim"), data, &ino), "");
-  ASSERT_EQ(volume_->Unmount(), "");
+  ASSERT_EQ(UnmountRetryingWhileBusy(*volume_), "");
   const std::string object = ObjectPath(Disk(2), ino);
   ASSERT_EQ(unlink(object.c_str()), 0) << object;
   ASSERT_EQ(mkdir(object.c_str(), 0700), 0);
@@ -280,7 +280,7 @@ TEST_F(DiskErrorsTest, ObjectIsADirectory) {
     EXPECT_EQ(ErrnoName(WriteAt(Path("victim"), unit_on_2 * kUnit, "x")), "EIO");
   }
   ExpectTheRestWorks(2, daemon);
-  EXPECT_EQ(volume_->Unmount(), "");
+  EXPECT_EQ(UnmountRetryingWhileBusy(*volume_), "");
 }
 
 TEST_F(DiskErrorsTest, ObjectsDirectoryRemovedUnderTheMount) {
@@ -302,7 +302,7 @@ TEST_F(DiskErrorsTest, ObjectsDirectoryRemovedUnderTheMount) {
   close(fd);
   EXPECT_EQ(ErrnoName(err), "EIO") << "writing a file with a unit on a disk that went away";
   ExpectTheRestWorks(1, daemon);
-  EXPECT_EQ(volume_->Unmount(), "");
+  EXPECT_EQ(UnmountRetryingWhileBusy(*volume_), "");
 }
 
 }  // namespace

@@ -62,14 +62,14 @@ TEST_F(MountLifecycleTest, MountAndUnmountTwiceInARowLeaveNothingBehind) {
     ASSERT_TRUE(WriteFileBytes(name, "data of round " + std::to_string(round)));
     const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
     EXPECT_TRUE(ProcessAlive(daemon)) << "pid file names " << daemon;
-    ASSERT_EQ(volume_->Unmount(), "");
+    ASSERT_EQ(UnmountRetryingWhileBusy(*volume_), "");
     ExpectNothingLeft(daemon);
   }
   ASSERT_EQ(volume_->Mount(), "");
   EXPECT_EQ(ReadFileOrDie(volume_->Path("round0")), "data of round 0");
   EXPECT_EQ(ReadFileOrDie(volume_->Path("round1")), "data of round 1");
   const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
-  ASSERT_EQ(volume_->Unmount(), "");
+  ASSERT_EQ(UnmountRetryingWhileBusy(*volume_), "");
   ExpectNothingLeft(daemon);
 }
 

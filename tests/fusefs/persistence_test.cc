@@ -124,7 +124,7 @@ class PersistenceTest : public MountedTest {
   }
 
   void Remount() {
-    ASSERT_EQ(mount_->Unmount(), "") << "users: " << ProcessesUsing(mount_->mountpoint());
+    ASSERT_EQ(UnmountRetryingWhileBusy(*mount_), "");
     ASSERT_FALSE(IsMountPoint(mount_->mountpoint()));
     ASSERT_EQ(mount_->Mount(), "");
   }

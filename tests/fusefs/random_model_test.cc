@@ -192,8 +192,7 @@ TEST_P(RandomModelTest, RandomWritesTruncatesAndReadsMatchTheModel) {
   }
   VerifyAll(files, "before unmount");
   if (HasFatalFailure()) return;
-  const std::string unmounted = mount_->Unmount();
-  ASSERT_EQ(unmounted, "") << "users of the mount: " << ProcessesUsing(mount_->mountpoint());
+  ASSERT_EQ(UnmountRetryingWhileBusy(*mount_), "");
   ASSERT_EQ(mount_->Mount(), "");
   VerifyAll(files, "after remount");
 }

@@ -268,7 +268,7 @@ TEST_P(RealProgramsTest, MemoryMappedFiles) {
   std::string expected = PatternBytes(size, 5);
   expected.replace(70000, 19, "through the mapping");
   EXPECT_EQ(ReadFileOrDie(path), expected);
-  ASSERT_EQ(mount_->Unmount(), "");
+  ASSERT_EQ(UnmountRetryingWhileBusy(*mount_), "");
   ASSERT_EQ(mount_->Mount(), "");
   EXPECT_EQ(ReadFileOrDie(path), expected) << "mapped writes lost at remount";
 }

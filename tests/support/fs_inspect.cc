@@ -124,6 +124,22 @@ std::string ProcessesUsing(const std::string& path) {
   return report;
 }
 
+std::string UnmountRetryingWhileBusy(TipfsMount& mount, int attempts) {
+  std::string error;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    error = mount.Unmount();
+    if (error.empty()) return "";
+    if (error.find("busy") == std::string::npos) return error;
+    const std::string users = ProcessesUsing(mount.mountpoint());
+    std::fprintf(stderr, "note: unmount of %s busy (attempt %d); users: %s\n",
+                 mount.mountpoint().c_str(), attempt + 1,
+                 users.empty() ? "none found" : users.c_str());
+    error += " users: " + (users.empty() ? std::string("none found") : users);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return error;
+}
+
 namespace {
 
 // Undoes the octal escapes (\040 for space) of /proc/self/mountinfo.

@@ -15,6 +15,8 @@
 
 namespace tipfs::testing {
 
+class TipfsMount;  // tests/support/mount_fixture.h
+
 // "ENOENT" for ENOENT, "OK" for 0.
 std::string ErrnoName(int err);
 
@@ -33,6 +35,11 @@ bool IsMountPoint(const std::string& path);
 // Processes with a descriptor, cwd or root under `path`, as "pid (comm): what" lines: the
 // explanation when an unmount fails with EBUSY.
 std::string ProcessesUsing(const std::string& path);
+// Unmounts `mount` like TipfsMount::Unmount, but when the kernel says the mount is busy it
+// names who uses it (on stderr) and tries again, up to `attempts` times 200 ms apart: another
+// process that walks /tmp (a `find`, a `du`, someone's cleanup) can hold any mount for a moment.
+// Returns "" or the last error with the users seen.
+std::string UnmountRetryingWhileBusy(TipfsMount& mount, int attempts = 10);
 // Detaches whatever is mounted at `path` (umount -l / fusermount3 -uz). For dead FUSE mounts.
 void LazyUnmount(const std::string& path);
 
