@@ -10,19 +10,22 @@
 #
 # The kernel lets at most max_background (12 unless the daemon raises it) requests of one FUSE
 # connection into the daemon at once; deeper fio queues wait in the kernel. The model is given the
-# same cap (read from /sys/fs/fuse/connections when fusectl is mounted, else assumed 12), and the
-# uncapped prediction is printed too.
+# same cap (--inflight-cap N, or read from /sys/fs/fuse/connections when fusectl is mounted, else
+# assumed 12), and the uncapped prediction is printed too; the daemon's mean outstanding reads in
+# the table show the cap that was really in force.
 #
 # Every run: drop the page cache, mount afresh (cold daemon cache), fio for --runtime seconds after
 # a --ramp of 2 s; the ratio is measured / modelled per run, the table shows medians of --repeats.
 #
 # Usage: bench/emulation/fidelity.sh [--model hdd] [--disks "1 2 4 8"] [--depths "1 4 16"]
 #          [--runtime 10] [--ramp 2] [--repeats 3] [--file-size 512M] [--engine libaio]
+#          [--inflight-cap auto|N]
 # Output: a table on stdout, bench/results/emulation/fidelity.{csv,txt}.
 # shellcheck source=bench/emulation/common.sh
 source "$(dirname "$0")/common.sh"
 
 MODEL=hdd DISKS="1 2 4 8" DEPTHS="1 4 16" RUNTIME=10 RAMP=2 REPEATS=3 FILE_SIZE=512M ENGINE=libaio
+INFLIGHT_CAP=auto
 while (($#)); do
   case $1 in
     --model) MODEL=$2; shift 2 ;;
@@ -33,6 +36,7 @@ while (($#)); do
     --repeats) REPEATS=$2; shift 2 ;;
     --file-size) FILE_SIZE=$2; shift 2 ;;
     --engine) ENGINE=$2; shift 2 ;;
+    --inflight-cap) INFLIGHT_CAP=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,7 +51,9 @@ MOUNT_ARGS=(--data-cache direct --readahead off --cache-size 256K --disk-model "
 fuse_cap() {
   local dev
   dev=$(stat -c %d "$1")
-  if [[ -r /sys/fs/fuse/connections/$dev/max_background ]]; then
+  if [[ $INFLIGHT_CAP != auto ]]; then
+    echo "$INFLIGHT_CAP given"
+  elif [[ -r /sys/fs/fuse/connections/$dev/max_background ]]; then
     echo "$(cat "/sys/fs/fuse/connections/$dev/max_background") fusectl"
   else
     echo "12 assumed"
