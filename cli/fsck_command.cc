@@ -2,10 +2,14 @@
 // safely can. One line per problem on stdout ("[kind] what; what was done"), a summary at the
 // end; exit codes as e2fsck's
 // (0 clean, 1 repaired, 4 problems left, 8 operational error). See fusefs/fsck/fsck.h.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "fusefs/daemon.h"
 #include "fusefs/fsck/fsck.h"
+#include "stripe/volume.h"
 
 namespace tipfs::cli {
 namespace {
@@ -18,6 +22,11 @@ struct FsckArgs {
 int RunFsck(const FsckArgs& args) {
   fsck::FsckOptions options;
   options.disk = args.disk;
+  // A daemon that did not exit cleanly leaves its pid file on disk 0 (the label names disk 0).
+  if (Result<stripe::Label> label = stripe::ReadLabel(args.disk); label.ok()) {
+    options.after_unclean_shutdown =
+        access(fusefs::PidFilePath(label->disk_paths[0]).c_str(), F_OK) == 0;
+  }
   options.check.repair = args.repair;
   options.check.report = [](const fsck::Problem& problem) {
     std::printf("[%s] %s\n", fsck::ProblemKindName(problem.kind), problem.Line().c_str());

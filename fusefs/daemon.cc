@@ -130,8 +130,14 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   stripe::Volume* volume = disks->volume.get();
   const stripe::Label& label = volume->label();
 
+  // A pid file left behind means the last daemon did not exit cleanly (killed, or the power
+  // failed): the store's log may end in a torn record, and objects may need repair (below).
+  const std::string pid_file = PidFilePath(label.disk_paths[0]);
+  const bool unclean = access(pid_file.c_str(), F_OK) == 0;
+  meta::MetaStoreOptions store_options;
+  store_options.after_unclean_shutdown = unclean;
   Result<std::unique_ptr<meta::MetaStore>> meta =
-      meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid);
+      meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid, store_options);
   if (!meta.ok()) return fail(meta.status());
 
   stripe::StripedIo io(volume);
@@ -146,12 +152,11 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   FileSystem fs(volume, meta->get(), &cache);
   st = fs.Recover();
   if (!st.ok()) return fail(st.WithContext("reclaiming unlinked files"));
-  // A pid file left behind means the last daemon did not exit cleanly (killed, or the power
-  // failed): objects may hold bytes past their file's recorded end (a write whose new size was
-  // not recorded), which a later write past the end would expose inside a hole, or belong to no
-  // inode (a create whose metadata was lost). fsck's object pass fixes both before any read.
-  const std::string pid_file = PidFilePath(label.disk_paths[0]);
-  if (access(pid_file.c_str(), F_OK) == 0) {
+  // After an unclean shutdown, objects may hold bytes past their file's recorded end (a write
+  // whose new size was not recorded), which a later write past the end would expose inside a
+  // hole, or belong to no inode (a create whose metadata was lost). fsck's object pass fixes
+  // both before any read.
+  if (unclean) {
     fsck::CheckResult objects = fsck::RepairObjects(volume, meta->get());
     if (objects.ExitCode() > 1) {
       std::string why = objects.error.ToString();

@@ -221,8 +221,10 @@ CheckResult RunFsck(const FsckOptions& options) {
     return result;
   }
   const std::string meta_path = stripe::MetaPath(reference.value());
+  meta::MetaStoreOptions store_options;
+  store_options.after_unclean_shutdown = options.after_unclean_shutdown;
   Result<std::unique_ptr<meta::MetaStore>> meta =
-      meta::MetaStore::Open(meta_path, reference->volume_uuid);
+      meta::MetaStore::Open(meta_path, reference->volume_uuid, store_options);
   if (!meta.ok()) {
     switch (meta.error()) {
       case EBUSY:

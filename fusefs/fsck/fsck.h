@@ -96,6 +96,9 @@ CheckResult RepairObjects(stripe::Volume* volume, meta::MetaStore* meta);
 struct FsckOptions {
   std::string disk;  // any disk of the volume
   CheckOptions check;
+  // The volume's daemon did not exit cleanly (its pid file is still there): the store's log may
+  // end in a torn record, which is then no damage (see MetaStoreOptions).
+  bool after_unclean_shutdown = false;
 };
 
 // `tipfs fsck`: labels, then opens the volume and its store (refusing a mounted volume with an

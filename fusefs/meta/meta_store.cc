@@ -55,6 +55,12 @@ rocksdb::Options MakeRocksOptions(const MetaStoreOptions& tuning,
   options.keep_log_file_num = 3;
   options.max_log_file_size = 1 << 20;
   options.stats_dump_period_sec = 0;
+  // After a crash the log's last record may be torn: recover up to it (point in time). After a
+  // clean close the log is whole, so a damaged record is corruption (bit rot, a bad copy) and
+  // the store is refused, instead of silently dropping every record after it.
+  options.wal_recovery_mode = tuning.after_unclean_shutdown
+                                  ? rocksdb::WALRecoveryMode::kPointInTimeRecovery
+                                  : rocksdb::WALRecoveryMode::kAbsoluteConsistency;
   return options;
 }
 
@@ -106,7 +112,9 @@ Status OpenDb(const std::string& path, const rocksdb::Options& options,
   if (IsLockConflict(s)) {
     return Status::Busy("metadata store " + path + " is locked by a running mount");
   }
-  if (s.IsCorruption()) {
+  // A file the store's own records name (CURRENT -> MANIFEST -> tables) that is missing is
+  // damage too: the directory and its CURRENT exist (Open checked).
+  if (s.IsCorruption() || s.IsPathNotFound()) {
     return Status::Corruption("metadata store " + path + " is damaged: " + s.ToString());
   }
   if (s.IsInvalidArgument() && s.ToString().find("exists") != std::string::npos) {

@@ -144,6 +144,11 @@ struct MetaStoreOptions {
   // Called after each successful Sync(), on the thread that called it: crash tests observe the
   // points where metadata became durable. Empty by default.
   std::function<void()> after_sync;
+  // The store was not closed cleanly (killed, or the power failed): the write-ahead log's last
+  // record may be torn and recovery stops before it. When false (the default), any damaged log
+  // record is corruption and Open refuses the store (EUCLEAN) rather than silently dropping the
+  // records after it. Read at Open.
+  bool after_unclean_shutdown = false;
 };
 
 class MetaStore {

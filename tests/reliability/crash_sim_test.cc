@@ -262,6 +262,8 @@ class CrashSimulation {
       synced_ = NewestLog(rig_.meta_path());
       synced_in_op_ = true;
     };
+    // Every boot after the first follows a power loss: the log may end in a torn record.
+    options.after_unclean_shutdown = true;
     rig_.set_store_options(std::move(options));
   }
 
