@@ -555,6 +555,10 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   // Large requests: one FUSE round trip moves up to 1 MiB, many stripe units at once.
   conn->max_write = 1024 * 1024;
   conn->max_readahead = 1024 * 1024;
+  // The kernel lets only max_background asynchronous requests (read-ahead, AIO) of a connection
+  // into the daemon at once, 12 by default: too few to keep an array busy from one deep queue.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   if (conn->capable & FUSE_CAP_IOCTL_DIR) conn->want |= FUSE_CAP_IOCTL_DIR;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;

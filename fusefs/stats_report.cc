@@ -222,7 +222,8 @@ Status StatsReport::SetDiskModel(std::string_view spec) {
   while (!spec.empty() && (spec.back() == '\n' || spec.back() == ' ')) spec.remove_suffix(1);
   if (!disks_->emulation) {
     return Status::InvalidArgument(
-        "this volume was mounted without --disk-model; remount with one to change it live");
+        "this volume was mounted with real timing (--disk-model none); remount with a model to "
+        "change it live");
   }
   return disks_->emulation->Update(spec);
 }

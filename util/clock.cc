@@ -1,5 +1,7 @@
 #include "util/clock.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -38,6 +40,12 @@ void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
 void SystemClock::TimerLoop() {
   // Default slack is 50 µs; the disk model wants completions within a few µs of their deadline.
   prctl(PR_SET_TIMERSLACK, 1UL);
+  // On a busy machine a normal thread wakes milliseconds late, and every emulated completion
+  // with it. Where allowed (root), the lowest real-time priority makes it wake on time; the
+  // callbacks are short (complete a request, wake a reader), so it cannot starve anyone.
+  sched_param param{};
+  param.sched_priority = 1;
+  (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (timers_.empty()) {
