@@ -19,11 +19,11 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
 #include <set>
 #include <string>
 
 #include "tests/support/fs_inspect.h"
+#include "tests/support/loop_ext4.h"
 #include "tests/support/mount_fixture.h"
 
 namespace tipfs::testing {
@@ -31,69 +31,6 @@ namespace {
 
 constexpr uint64_t kUnit = 64 * 1024;
 const char kMountArgs[] = "--disk-model none --cache-size 0 --readahead off --data-cache direct";
-
-// An ext4 image mounted (with an auto-clearing loop device) on a directory; unmounted and
-// detached when it goes away.
-class LoopExt4 {
- public:
-  // Runs first when the guard goes away: whatever still uses the file system (the tipfs daemon
-  // holding objects open) must let go before it can be unmounted.
-  std::function<void()> before_unmount;
-
-  ~LoopExt4() {
-    if (before_unmount) before_unmount();
-    if (mounted_) {
-      if (RunCommand("umount " + ShellQuote(dir_)) != 0)
-        RunCommand("umount -l " + ShellQuote(dir_));
-    }
-    if (!image_dir_.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(image_dir_, ignored);
-    }
-  }
-
-  // "" when mounted, else why it cannot be done here.
-  std::string Mount(const std::string& dir, const std::string& size) {
-    if (geteuid() != 0) return "needs root for loop devices";
-    if (RunCommand("command -v losetup && command -v mkfs.ext4") != 0) {
-      return "losetup or mkfs.ext4 missing";
-    }
-    char pattern[] = "/tmp/tipfs-loop-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return "mkdtemp failed";
-    image_dir_ = pattern;
-    image_ = image_dir_ + "/disk.img";
-    dir_ = dir;
-    std::string output;
-    if (RunCommand("truncate -s " + size + " " + image_ + " && mkfs.ext4 -q -F -b 4096 " + image_,
-                   &output) != 0) {
-      return "mkfs.ext4 failed: " + output;
-    }
-    if (RunCommand("mount -o loop " + image_ + " " + ShellQuote(dir), &output) != 0) {
-      return "mount -o loop failed: " + output;
-    }
-    mounted_ = true;
-    if (RunCommand("losetup -j " + image_ + " | cut -d: -f1", &output) != 0 || output.empty()) {
-      return "no loop device for " + image_;
-    }
-    device_ = output.substr(0, output.find('\n'));
-    rmdir((dir + "/lost+found").c_str());  // tipfs mkfs wants an empty directory
-    return "";
-  }
-
-  // Cuts the device down to `size`: every block past it fails with EIO from now on.
-  std::string Shrink(const std::string& size) {
-    std::string output;
-    if (RunCommand("truncate -s " + size + " " + image_ + " && losetup -c " + device_, &output) !=
-        0) {
-      return "shrinking " + device_ + " failed: " + output;
-    }
-    return "";
-  }
-
- private:
-  std::string image_dir_, image_, dir_, device_;
-  bool mounted_ = false;
-};
 
 // Drops the cached pages of every object on `disk` (after writing them back).
 void DropObjectPages(const std::string& disk) {
