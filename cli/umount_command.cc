@@ -29,9 +29,14 @@ bool Running(pid_t pid) {
 
 Status Unmount(const std::string& mountpoint) {
   if (geteuid() == 0) {
-    if (umount2(mountpoint.c_str(), 0) == 0) return Status::OK();
-    if (errno == EBUSY) return Status::Busy(mountpoint + " is busy: a process still uses it");
-    return ErrnoStatus("umount " + mountpoint);
+    // The kernel finishes the last close of a file a moment after close(2) returns in some paths
+    // (deferred fput), so a mount that was just let go may still look busy: ask a few times.
+    for (int attempt = 0;; ++attempt) {
+      if (umount2(mountpoint.c_str(), 0) == 0) return Status::OK();
+      if (errno != EBUSY) return ErrnoStatus("umount " + mountpoint);
+      if (attempt == 10) return Status::Busy(mountpoint + " is busy: a process still uses it");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
   pid_t pid = fork();
   if (pid == 0) {
