@@ -14,33 +14,18 @@
 #include <vector>
 
 #include "fusefs/meta/meta_store.h"
+#include "tests/support/temp_dir.h"
 
 namespace tipfs::meta::testing {
 
 constexpr char kUuid[] = "0b7e2d3c-5f0a-4c1e-9a8b-7d6c5e4f3a21";
 
-// A fresh directory under $TMPDIR, removed with everything in it at destruction.
-class TempDir {
+// A fresh directory whose store lives in a subdirectory, so "missing store" and "empty
+// directory" can be tested.
+class TempDir : public tipfs::testing::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tipfs-meta-XXXXXX").string();
-    char* made = ::mkdtemp(pattern.data());
-    if (made == nullptr) std::abort();
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // The store lives in a subdirectory, so "missing store" and "empty directory" can be tested.
-  std::string store() const { return path_ + "/meta"; }
-
- private:
-  std::string path_;
+  TempDir() : tipfs::testing::TempDir("tipfs-meta") {}
+  std::string store() const { return Sub("meta"); }
 };
 
 inline Time T(int64_t sec) { return Time{sec, 0}; }
