@@ -3,8 +3,12 @@
 // Rename, Lookup) are in meta_namespace.cc.
 #include "fusefs/meta/meta_store.h"
 
-#include <fcntl.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
@@ -87,15 +91,30 @@ Status CheckXattrName(std::string_view name) {
 
 // True when another process holds RocksDB's lock on the store. DB::Open would find out too, but
 // only after it has rotated the running daemon's LOG file: a refused mount must change nothing.
+// The check reads /proc/locks instead of probing the LOCK file with fcntl, because opening and
+// closing that file would drop every POSIX lock this process holds on it.
 bool LockedByAnotherProcess(const std::string& path) {
-  int fd = ::open((path + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct flock probe = {};
-  probe.l_type = F_WRLCK;  // RocksDB's PosixEnv takes a write lock on the whole file
-  probe.l_whence = SEEK_SET;
-  bool locked = ::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
-  ::close(fd);
-  return locked;
+  struct stat st;
+  if (::stat((path + "/LOCK").c_str(), &st) != 0) return false;
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  const std::string self = std::to_string(::getpid());
+  while (std::getline(locks, line)) {
+    // "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a "->" marks a blocked waiter).
+    std::istringstream fields(line);
+    std::string index, kind, mode, access, pid, device;
+    fields >> index >> kind;
+    if (kind == "->") fields >> kind;
+    fields >> mode >> access >> pid >> device;
+    unsigned major = 0, minor = 0;
+    unsigned long long ino = 0;
+    if (std::sscanf(device.c_str(), "%x:%x:%llu", &major, &minor, &ino) != 3) continue;
+    if (ino == st.st_ino && major == ::major(st.st_dev) && minor == ::minor(st.st_dev) &&
+        pid != self) {
+      return true;
+    }
+  }
+  return false;
 }
 
 Status OpenDb(const std::string& path, const rocksdb::Options& options,
