@@ -1,0 +1,1 @@
+"""tipfs benchmark harness modules (see run.py and bench/README.md)."""
