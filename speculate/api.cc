@@ -70,6 +70,8 @@ TIPSPEC_EXPORT void tipspec_options_init(struct tipspec_options* options) {
   options->max_ahead_hints = defaults.max_ahead_hints;
   options->max_ahead_bytes = defaults.max_ahead_bytes;
   options->stall_usec = defaults.stall_usec;
+  options->max_behind_reads = defaults.max_behind_reads;
+  options->overhead_permille = static_cast<uint32_t>(defaults.max_overhead_percent * 10 + 0.5);
 }
 
 TIPSPEC_EXPORT int tipspec_start(const struct tipspec_options* options) {
@@ -89,6 +91,12 @@ TIPSPEC_EXPORT int tipspec_start(const struct tipspec_options* options) {
   converted.print_stats = options->print_stats != 0;
   converted.hint_log = options->hint_log != nullptr ? options->hint_log : "";
   converted.stats_file = options->stats_file != nullptr ? options->stats_file : "";
+  if (options->max_behind_reads != 0) converted.max_behind_reads = options->max_behind_reads;
+  if (options->overhead_permille == UINT32_MAX) {
+    converted.max_overhead_percent = 0;  // no limit
+  } else if (options->overhead_permille != 0) {
+    converted.max_overhead_percent = options->overhead_permille / 10.0;
+  }
   return StartWith(converted);
 }
 

@@ -198,7 +198,8 @@ void BecomeSpeculativeChild(const ChildConfig& config) {
   // Hazard 3: attached, the mount answers reads of uncached data with EAGAIN (after hinting them)
   // instead of filling any cache with data the child did not really read. Without the attach
   // the child must not read from the mount at all.
-  long attached = config.sink->Attach(config.stream, config.epoch, config.wait_for_data);
+  // Waiting for data at first, for the read the program forked us at (see DoRead).
+  long attached = config.sink->Attach(config.stream, config.epoch, /*wait_for_data=*/true);
   if (attached != 0) FailStartup(SYS_ioctl);
   long installed = InstallSandboxFilter(*config.filter, g_state.self_pid, g_state.private_fd_base);
   if (installed != 0) FailStartup(SYS_seccomp);

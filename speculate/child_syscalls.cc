@@ -187,9 +187,18 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   }
   if (d->discard || d->truncated) return 0;
   uint64_t offset = explicit_offset >= 0 ? static_cast<uint64_t>(explicit_offset) : d->offset;
+  // The read the program was doing when it forked us: the child attached waiting for data, since
+  // the program is fetching exactly these bytes anyway. Garbage here would send the child off
+  // at its very first step (a header it then finds "not recognized").
+  const bool fork_point = d->facts.watched && g_state.skip_next_log;
   if (d->facts.watched) LogRead(fd, d, offset, requested);
   long result = Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count,
                     static_cast<long>(offset), 0);
+  if (fork_point && !g_state.config.wait_for_data) {
+    // From here on, data not cached is hinted and not waited for. Should this fail, the child
+    // goes on waiting for data: slower, never wrong.
+    g_state.config.sink->Attach(g_state.config.stream, g_state.config.epoch, false);
+  }
   if (result == -EAGAIN && d->facts.watched) {
     result = LengthWithoutData(fd, d, offset, requested);
   }

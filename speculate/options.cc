@@ -74,6 +74,22 @@ Result<SpecOptions> OptionsFromEnvironment(
     if (!count.ok()) return count.status();
     options.stall_usec = *count;
   }
+  if (const char* v = get("TIPSPEC_MAX_BEHIND")) {
+    Result<uint32_t> count = ParseCount("TIPSPEC_MAX_BEHIND", v);
+    if (!count.ok()) return count.status();
+    if (*count == 0) return Status::InvalidArgument("TIPSPEC_MAX_BEHIND must be at least 1");
+    options.max_behind_reads = *count;
+  }
+  if (const char* v = get("TIPSPEC_MAX_OVERHEAD")) {
+    char* end = nullptr;
+    errno = 0;
+    double percent = std::strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(percent >= 0) || percent > 100) {
+      return Status::InvalidArgument(std::string("TIPSPEC_MAX_OVERHEAD must be a percentage, not '") +
+                                     v + "'");
+    }
+    options.max_overhead_percent = percent;
+  }
   if (const char* v = get("TIPSPEC_LOCKSTEP")) {
     Result<bool> flag = ParseFlag("TIPSPEC_LOCKSTEP", v);
     if (!flag.ok()) return flag.status();

@@ -28,6 +28,17 @@ struct SpecOptions {
   // took at least this long (a stall worth hiding), so a program whose reads all hit the cache
   // never forks. 0: fork at every read where no child runs.
   uint32_t stall_usec = 200;
+  // TIPSPEC_MAX_BEHIND (default 64): a child that has not yet logged the program's read is not
+  // off track, only not ahead yet (it may still be starting, or be starved of CPU): the program
+  // remembers up to this many reads it did before its child, checks them against what the
+  // child logs later, and replaces the child only past that. At least 1.
+  uint32_t max_behind_reads = 64;
+  // TIPSPEC_MAX_OVERHEAD (percent, default 1; decimals allowed): a child is forked only while
+  // what speculation has cost the program (forks, ending children, the copy-on-write faults a
+  // fork causes) stays under this share of its run time. Children whose hints are never used
+  // also back off: after k in a row the next 2^k - 1 chances to fork are skipped (at most 255).
+  // 0: no limit, neither budget nor back-off (tests). Neither applies in lockstep mode.
+  double max_overhead_percent = 1.0;
   // TIPSPEC_LOCKSTEP=0|1 (default 0; tests and debugging): when the hint log has fallen behind,
   // the program waits for the child instead of declaring it off track. Makes runs deterministic.
   bool lockstep = false;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "speculate/raw_syscall.h"
+#include "tipfs/hint.h"
 
 namespace tipfs::spec {
 
@@ -55,9 +56,12 @@ constexpr uint32_t kTrampolineFcntl[] = {
     F_GET_SEALS, F_GETLEASE, F_GETOWN_EX, F_DUPFD, F_DUPFD_CLOEXEC,
 };
 
-// ioctl requests the runtime may issue on the program's behalf: all of them only read.
+// ioctl requests the runtime may issue: on the program's behalf only ones that read; for itself
+// the speculation attach, which changes nothing but how the mount treats this child's own reads
+// (it re-attaches without waiting after the read it was forked at, which it must get right).
 constexpr uint32_t kTrampolineIoctl[] = {
     TCGETS, TIOCGWINSZ, TIOCGPGRP, FIONREAD, static_cast<uint32_t>(FS_IOC_GETFLAGS),
+    static_cast<uint32_t>(TIPFS_IOC_SPEC_ATTACH),
 };
 
 // Placeholders the child replaces (SandboxFilter::*_slots) before installing the filter.

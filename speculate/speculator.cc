@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +25,14 @@ namespace {
 
 constexpr int64_t kLockstepPollNanos = 100'000'000;
 constexpr int kLockstepMaxPolls = 100;  // a child silent for ~10 s is declared behind
+// What one minor fault costs the program, charged to speculation for every fault after the first
+// fork: each fork write-protects the program's memory, and its next write to every page takes a
+// fault (and a copy while the child lives). Measured here: 2.6 us per copied 4 KiB page on a
+// loaded two-core machine; a fault that only re-enables writing costs less. Other faults (fresh
+// memory) are charged too, so the estimate errs on the side of forking less.
+constexpr int64_t kFaultNanos = 2000;
+// How often (in reads behind) the program looks whether a silent child has died.
+constexpr size_t kDeathCheckInterval = 8;
 
 int64_t NowNanos() {
   struct timespec ts;
@@ -86,8 +96,18 @@ Status Speculator::Start(const SpecOptions& options) {
   }
   {
     Locked lock(&mu_);
-    if (FreeLogSlot() < 0) return ErrnoStatus("map hint log");
+    if (FreeLogSlot(/*wait=*/true) < 0) return ErrnoStatus("map hint log");
   }
+  owed_.assign(options_.max_behind_reads == 0 ? 1 : options_.max_behind_reads, OwedRead{});
+  owed_head_ = owed_count_ = 0;
+  ForkPolicyOptions policy;
+  policy.stall_nanos = static_cast<int64_t>(options_.stall_usec) * 1000;
+  policy.budget_fraction = options_.lockstep ? 0 : options_.max_overhead_percent / 100;
+  // No budget means no limit at all: no back-off either.
+  policy.max_backoff_skips = options_.lockstep || options_.max_overhead_percent <= 0 ? 0 : 255;
+  policy_.Configure(policy);
+  policy_.Start(NowNanos());
+  faults_charged_ = -1;
   stream_ = static_cast<uint64_t>(getpid());
   disabled_after_failure_ = false;
   started_.store(true);
@@ -95,7 +115,7 @@ Status Speculator::Start(const SpecOptions& options) {
   return Status::OK();
 }
 
-int Speculator::FreeLogSlot() {
+int Speculator::FreeLogSlot(bool wait) {
   ReapKilledChildren(/*wait=*/false);
   for (;;) {
     for (int i = 0; i < kLogSlots; ++i) {
@@ -108,7 +128,10 @@ int Speculator::FreeLogSlot() {
       }
       return i;
     }
-    ReapKilledChildren(/*wait=*/true);  // every log still written to: wait for the dying
+    // Every log still written to by a killed child that has not exited yet (an idle-priority
+    // process on a busy machine can take long to): the program does not wait, it skips this fork.
+    if (!wait) return -1;
+    ReapKilledChildren(/*wait=*/true);
   }
 }
 
@@ -148,7 +171,7 @@ int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
   if (!active() || !IsWatched(fd) || disabled_after_failure_ || !OwnedByCallingThread()) return 0;
   // The fast path, where speculation is not useful (reads too quick to be worth hiding): no
   // child to check this read against and none to fork; only time the read for the stall rule.
-  if (!child_running_.load(std::memory_order_relaxed) && !ShouldFork()) return NowNanos();
+  if (!child_running_.load(std::memory_order_relaxed) && !MayFork()) return NowNanos();
   int64_t offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return 0;
   {
@@ -166,29 +189,101 @@ void Speculator::AfterRead(int64_t start_nanos) {
 
 void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
   ++counters_.reads_checked;
+  if (child_pid_ > 0) {
+    if (options_.lockstep) {
+      CheckInLockstep(dev, ino, offset);
+    } else {
+      CheckAgainstChild(dev, ino, offset);
+    }
+    if (child_pid_ > 0) return;
+  }
+  if (ForkDue()) Fork();
+}
+
+void Speculator::Consumed() {
+  ++child_consumed_;
+  if (log_->child_waiting.load(std::memory_order_seq_cst) != 0) {
+    FutexWakeAll(&log_->consumed_seq);
+  }
+}
+
+// SpecHint's on-track check, with one change: a log that has not reached the program's read yet
+// is not "off track". A fresh child is still setting itself up when the program's next read comes
+// (often a cached one, right after the read it was forked at), and on a busy machine an
+// idle-priority child may wait long for a core; killing it then only buys another fork that is
+// no further along. So the program notes such reads (owed_) and checks them when the child logs
+// them; only a wrong read (mismatch), a child that ended, or one more than max_behind_reads
+// reads behind is replaced.
+void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) {
+  while (owed_count_ > 0) {
+    const OwedRead& owed = owed_[owed_head_];
+    MatchResult match = log_->MatchNext(owed.dev, owed.ino, owed.offset);
+    if (match == MatchResult::kBehind) break;
+    if (match == MatchResult::kMismatch) {
+      EndChild(StopCause::kMismatch);
+      return;
+    }
+    owed_head_ = (owed_head_ + 1) % owed_.size();
+    --owed_count_;
+    if (log_->child_waiting.load(std::memory_order_seq_cst) != 0) {
+      FutexWakeAll(&log_->consumed_seq);
+    }
+  }
+  if (owed_count_ == 0) {
+    MatchResult match = log_->MatchNext(dev, ino, offset);
+    if (match == MatchResult::kMatched) {
+      ++counters_.hints_consumed;
+      Consumed();
+      return;
+    }
+    if (match == MatchResult::kMismatch) {
+      EndChild(StopCause::kMismatch);
+      return;
+    }
+  }
+  // The child has not logged this read yet.
+  if (log_->ended.load(std::memory_order_acquire) != 0) {
+    EndChild(StopCause::kChildEnded);
+    return;
+  }
+  if (owed_count_ >= owed_.size()) {
+    EndChild(StopCause::kBehind);
+    return;
+  }
+  if (owed_count_ % kDeathCheckInterval == kDeathCheckInterval - 1) {
+    int status = 0;
+    if (WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {  // died without a word
+      EndChild(StopCause::kChildEnded, &status);
+      return;
+    }
+  }
+  owed_[(owed_head_ + owed_count_) % owed_.size()] = OwedRead{dev, ino, offset};
+  ++owed_count_;
+  ++counters_.reads_behind;
+}
+
+void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
   int polls = 0;
   while (child_pid_ > 0) {
     MatchResult match = log_->MatchNext(dev, ino, offset);
     if (match == MatchResult::kMatched) {
       ++counters_.hints_consumed;
-      if (log_->child_waiting.load(std::memory_order_seq_cst) != 0) {
-        FutexWakeAll(&log_->consumed_seq);
-      }
+      Consumed();
       return;
     }
     if (match == MatchResult::kMismatch) {
       EndChild(StopCause::kMismatch);
-      break;
+      return;
     }
     if (log_->ended.load(std::memory_order_acquire) != 0) {
       EndChild(StopCause::kChildEnded);
-      break;
+      return;
     }
-    if (!options_.lockstep || polls++ >= kLockstepMaxPolls) {
+    if (polls++ >= kLockstepMaxPolls) {
       EndChild(StopCause::kBehind);
-      break;
+      return;
     }
-    // Lockstep: wait for the child's next entry, its end, or its death.
+    // Wait for the child's next entry, its end, or its death.
     uint32_t seen = log_->appended_seq.load(std::memory_order_acquire);
     log_->parent_waiting.store(1, std::memory_order_seq_cst);
     if (log_->Outstanding() == 0 && log_->ended.load() == 0) {
@@ -198,21 +293,28 @@ void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
     int status = 0;
     if (log_->Outstanding() == 0 && log_->ended.load() == 0 &&
         WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
-      child_pid_ = 0;  // reaped here; the log says nothing more
-      child_running_.store(false, std::memory_order_relaxed);
-      RecordChildExit(slot_, status);
-      slots_[slot_].child = 0;
-      sink_.Cancel(stream_, epoch_);
+      EndChild(StopCause::kChildEnded, &status);  // reaped here; the log says nothing more
     }
   }
-  if (ShouldFork()) Fork();
 }
 
 // The first child too waits for a stall: a program whose reads all hit the cache never forks.
-bool Speculator::ShouldFork() const {
-  if (disabled_after_failure_) return false;
-  if (options_.stall_usec == 0) return true;
-  return last_read_nanos_ >= static_cast<int64_t>(options_.stall_usec) * 1000;
+bool Speculator::MayFork() const {
+  return !disabled_after_failure_ && policy_.Stalled(last_read_nanos_);
+}
+
+bool Speculator::ForkDue() {
+  if (!MayFork()) return false;
+  return policy_.ForkNow(NowNanos());
+}
+
+void Speculator::ChargeFaults() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return;
+  if (faults_charged_ >= 0 && usage.ru_minflt > faults_charged_) {
+    policy_.Charge((usage.ru_minflt - faults_charged_) * kFaultNanos);
+  }
+  faults_charged_ = usage.ru_minflt;
 }
 
 // A vfork child (posix_spawn's, or the program's own vfork) shares the program's memory: what it
@@ -222,8 +324,13 @@ bool Speculator::InProgramProcess() const { return static_cast<uint64_t>(getpid(
 
 void Speculator::Fork() {
   if (!InProgramProcess()) return;
-  int slot = FreeLogSlot();
-  if (slot < 0) return;
+  const int64_t start = NowNanos();
+  int slot = FreeLogSlot(/*wait=*/false);
+  if (slot < 0) {
+    ++forks_without_slot_;
+    return;
+  }
+  ChargeFaults();  // the faults since the last fork: that fork's copy-on-write aftermath
   slot_ = slot;
   log_ = slots_[slot].log;
   log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
@@ -250,13 +357,17 @@ void Speculator::Fork() {
   // cannot is counted (start_failures) and turns speculation off when it is reaped.
   slots_[slot] = LogSlot{log_, static_cast<pid_t>(pid), epoch_};
   child_pid_ = static_cast<pid_t>(pid);
+  child_consumed_ = 0;
+  owed_head_ = owed_count_ = 0;
   child_running_.store(true, std::memory_order_relaxed);
+  policy_.Charge(NowNanos() - start);
 }
 
 void Speculator::RecordChildExit(int slot, int wait_status) {
   const SharedLog* log = slots_[slot].log;
   counters_.hints_issued += log->appended.load();
   counters_.hint_bytes_issued += log->bytes_appended.load();
+  counters_.hint_bytes_consumed += log->bytes_consumed.load();
   counters_.reads_without_data += log->reads_without_data.load();
   if (log->ended.load(std::memory_order_acquire) != 0) {
     switch (static_cast<EndReason>(log->end_reason.load())) {
@@ -288,29 +399,46 @@ void Speculator::ReapKilledChildren(bool wait) {
     int status = 0;
     if (WaitChild(pid, &status, wait ? 0 : WNOHANG) != pid) continue;
     RecordChildExit(i, status);
-    // Reads it had in flight when it was killed may have hinted after the first cancel.
-    sink_.Cancel(stream_, slots_[i].epoch);
+    // Reads it had in flight when it was killed may have hinted after the first cancel (if it
+    // logged none, it hinted none but the read it was forked at, which the program has done).
+    if (slots_[i].log->appended.load() > 0) sink_.Cancel(stream_, slots_[i].epoch);
     slots_[i].child = 0;
   }
 }
 
 // The program does not wait for a killed child to exit (ReapKilledChildren does that later): its
 // hints are cancelled now, and its log is not reused until it is reaped.
-void Speculator::EndChild(StopCause cause) {
+void Speculator::EndChild(StopCause cause, const int* reaped_status) {
+  const int64_t start = NowNanos();
   if (cause == StopCause::kMismatch) ++counters_.offtrack_mismatch;
   if (cause == StopCause::kBehind) ++counters_.offtrack_behind;
   pid_t pid = child_pid_;
   child_pid_ = 0;
   child_running_.store(false, std::memory_order_relaxed);
+  owed_head_ = owed_count_ = 0;
   if (pid <= 0) return;
+  policy_.ChildEnded(child_consumed_);
+  child_consumed_ = 0;
   int status = 0;
-  if (WaitChild(pid, &status, WNOHANG) == pid) {
+  if (reaped_status != nullptr) {
+    RecordChildExit(slot_, *reaped_status);
+    slots_[slot_].child = 0;
+  } else if (WaitChild(pid, &status, WNOHANG) == pid) {
     RecordChildExit(slot_, status);
     slots_[slot_].child = 0;
   } else {
     kill(pid, SIGKILL);
+    // At idle priority a killed child may wait long for a core to die on, holding its log (and
+    // its copy-on-write pages). A normal policy (still at nice 19, which needs no privilege)
+    // lets it exit promptly.
+    struct sched_param normal = {};
+    sched_setscheduler(pid, SCHED_OTHER, &normal);
   }
-  sink_.Cancel(stream_, epoch_);
+  // A child that logged nothing hinted nothing the program has not read (the read it was forked
+  // at): no round trip to the mount. If it logs something before the kill takes, the cancel at
+  // its reaping covers it.
+  if (log_->appended.load() > 0) sink_.Cancel(stream_, epoch_);
+  policy_.Charge(NowNanos() - start);
 }
 
 void Speculator::BeforeExec() {
@@ -337,6 +465,11 @@ void Speculator::AfterForkInChild() {
   owner_tid_.store(0);
   stream_ = static_cast<uint64_t>(getpid());
   counters_ = tipspec_counters{};
+  policy_.Start(NowNanos());
+  faults_charged_ = -1;
+  forks_without_slot_ = 0;
+  child_consumed_ = 0;
+  owed_head_ = owed_count_ = 0;
 }
 
 void Speculator::Query(tipspec_counters* out) {
@@ -345,10 +478,14 @@ void Speculator::Query(tipspec_counters* out) {
   if (child_pid_ > 0) {  // include the running child's work so far
     out->hints_issued += log_->appended.load();
     out->hint_bytes_issued += log_->bytes_appended.load();
+    out->hint_bytes_consumed += log_->bytes_consumed.load();
     out->reads_without_data += log_->reads_without_data.load();
   }
   out->epoch = epoch_;
   out->active = active() ? 1 : 0;
+  out->forks_deferred =
+      policy_.deferred_backoff() + policy_.deferred_budget() + forks_without_slot_;
+  out->overhead_nanos = static_cast<uint64_t>(policy_.overhead_nanos());
 }
 
 void Speculator::PrintStatsIfAsked() {
@@ -366,7 +503,9 @@ void Speculator::PrintStatsIfAsked() {
       "tipspec.child_ended_stream_read %llu\ntipspec.child_ended_shared_write %llu\n"
       "tipspec.child_ended_signal %llu\ntipspec.child_killed_by_sandbox %llu\n"
       "tipspec.child_died_by_signal %llu\ntipspec.start_failures %llu\n"
-      "tipspec.last_forbidden_syscall %llu\ntipspec.epoch %u\n",
+      "tipspec.last_forbidden_syscall %llu\ntipspec.epoch %u\n"
+      "tipspec.hint_bytes_consumed %llu\ntipspec.reads_behind %llu\n"
+      "tipspec.forks_deferred %llu\ntipspec.overhead_nanos %llu\n",
       static_cast<int>(getpid()), (unsigned long long)c.reads_checked,
       (unsigned long long)c.hints_issued, (unsigned long long)c.hint_bytes_issued,
       (unsigned long long)c.hints_consumed, (unsigned long long)c.reads_without_data,
@@ -376,7 +515,9 @@ void Speculator::PrintStatsIfAsked() {
       (unsigned long long)c.child_ended_stream_read, (unsigned long long)c.child_ended_shared_write,
       (unsigned long long)c.child_ended_signal, (unsigned long long)c.child_killed_by_sandbox,
       (unsigned long long)c.child_died_by_signal, (unsigned long long)c.start_failures,
-      (unsigned long long)c.last_forbidden_syscall, c.epoch);
+      (unsigned long long)c.last_forbidden_syscall, c.epoch,
+      (unsigned long long)c.hint_bytes_consumed, (unsigned long long)c.reads_behind,
+      (unsigned long long)c.forks_deferred, (unsigned long long)c.overhead_nanos);
   if (n <= 0) return;
   size_t length = static_cast<size_t>(n) < sizeof(text) ? n : sizeof(text) - 1;
   int fd = 2;

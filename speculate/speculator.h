@@ -14,8 +14,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "speculate/fd_snapshot.h"
+#include "speculate/fork_policy.h"
 #include "speculate/mount_watch.h"
 #include "speculate/options.h"
 #include "speculate/seccomp_filter.h"
@@ -75,22 +77,43 @@ class Speculator {
   };
   enum class StopCause { kMismatch, kBehind, kChildEnded, kExec, kStop };
 
+  // A read the program did before its child had logged it (the child not ahead yet).
+  struct OwedRead {
+    uint64_t dev;
+    uint64_t ino;
+    uint64_t offset;
+  };
+
   Speculator();
   bool OwnedByCallingThread();
   bool Classify(int fd);
   // REQUIRES: mu_ held.
   void CheckRead(uint64_t dev, uint64_t ino, uint64_t offset);
-  bool ShouldFork() const;
+  // REQUIRES: mu_ held, a child running, not lockstep. Matches the read with the log, ends the
+  // child when it is off track; a child that is merely not there yet keeps running.
+  void CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset);
+  // REQUIRES: mu_ held, lockstep. Waits for the child's next log entry.
+  void CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset);
+  // REQUIRES: mu_ held. Consumed one more log entry: lets a child waiting for room go on.
+  void Consumed();
+  // The fast path's test: the last read stalled and speculation may fork at all.
+  bool MayFork() const;
+  // REQUIRES: mu_ held. A fork opportunity: the policy's decision (counts deferrals).
+  bool ForkDue();
+  // REQUIRES: mu_ held. Charges the minor faults since the last call (copy-on-write after forks).
+  void ChargeFaults();
   bool InProgramProcess() const;
   void Fork();
-  void EndChild(StopCause cause);
+  // `reaped_status`: the child was already reaped with that status.
+  void EndChild(StopCause cause, const int* reaped_status = nullptr);
   // REQUIRES: mu_ held. Counts what the child of `slot` did, from its log and wait status.
   void RecordChildExit(int slot, int wait_status);
   // REQUIRES: mu_ held. Reaps the killed children that have exited (all of them, waiting, when
   // `wait`), counts them, cancels their epochs once more and frees their logs.
   void ReapKilledChildren(bool wait);
-  // REQUIRES: mu_ held. A log no child writes to, mapped on first use; -1 if none can be mapped.
-  int FreeLogSlot();
+  // REQUIRES: mu_ held. A log no child writes to, mapped on first use; -1 if none is free (with
+  // `wait`, waits for a killed child to exit instead) or none can be mapped.
+  int FreeLogSlot(bool wait);
 
   // Constant after Start.
   SpecOptions options_;
@@ -113,7 +136,7 @@ class Speculator {
   // Hint logs, one per child that may still write to it: the running one, and killed ones not
   // reaped yet (a SIGKILLed child still runs until it takes the signal, and on a loaded machine
   // an idle-priority process can take long to exit: the program does not wait for it).
-  static constexpr int kLogSlots = 4;
+  static constexpr int kLogSlots = 8;
   struct LogSlot {
     SharedLog* log = nullptr;
     pid_t child = 0;  // 0: free
@@ -126,6 +149,14 @@ class Speculator {
   uint32_t epoch_ = 0;
   bool ever_forked_ = false;
   int64_t last_read_nanos_ = 0;
+  ForkPolicy policy_;
+  uint64_t child_consumed_ = 0;  // hints of the running child the program used
+  long faults_charged_ = -1;     // minor faults counted so far; -1 before the first fork
+  uint64_t forks_without_slot_ = 0;  // fork chances skipped: every log held by a dying child
+  // Reads the program did before the running child logged them, oldest first (a ring).
+  std::vector<OwedRead> owed_;
+  size_t owed_head_ = 0;
+  size_t owed_count_ = 0;
   tipspec_counters counters_{};
 };
 

