@@ -22,9 +22,11 @@ struct Desc {
   uint64_t offset;     // the shadow offset of a regular file
   int64_t dir_pos;     // an inherited directory's position at the fork
   // The descriptor getdents64 and lseek of a directory go to: a private re-open of an inherited
-  // directory, or a high duplicate of one the child opened; -1 until first needed. Always at or
-  // above State::private_fd_base, the only descriptors the sandbox lets the runtime seek.
-  int private_dir_fd;
+  // directory, or a high duplicate of one the child opened. For a watched file, the one its
+  // reads go to: a private re-open with O_DIRECT (see ReadFd in child_syscalls.cc). -1 until
+  // first needed, kNoPrivateFd when a watched file could not be re-opened. Always at or above
+  // State::private_fd_base, the only descriptors the sandbox lets the runtime seek.
+  int private_fd;
   uint32_t refs;
 };
 
@@ -34,6 +36,7 @@ inline constexpr int kMaxSharedRegions = 128;
 // Private descriptors of the child's runtime live at or above this (or above the highest
 // inherited descriptor, whichever is higher), out of the program's usual range.
 inline constexpr int kPrivateFdBase = 1000;
+inline constexpr int kNoPrivateFd = -2;
 
 struct Region {
   uint64_t start;

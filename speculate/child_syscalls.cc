@@ -44,7 +44,7 @@ Desc* NewDescFor(int fd, bool inherited) {
     if (!g_state.config.watch->Classify(fd, &d.facts, path)) return nullptr;
     d.used = true;
     d.inherited = inherited;
-    d.private_dir_fd = -1;
+    d.private_fd = -1;
     d.dir_pos = 0;
     d.refs = 1;
     g_state.fd_desc[fd] = static_cast<int16_t>(i + 1);
@@ -69,7 +69,7 @@ void ForgetFd(int fd) {
   if (index <= 0) return;
   Desc& d = g_state.descs[index - 1];
   if (--d.refs == 0) {
-    if (d.private_dir_fd >= 0) Sys(SYS_close, d.private_dir_fd);
+    if (d.private_fd >= 0) Sys(SYS_close, d.private_fd);
     d.used = false;
   }
 }
@@ -77,7 +77,7 @@ void ForgetFd(int fd) {
 bool IsPrivateFd(int fd) {
   if (fd < g_state.private_fd_base) return false;
   for (const Desc& d : g_state.descs) {
-    if (d.used && d.private_dir_fd == fd) return true;
+    if (d.used && d.private_fd == fd) return true;
   }
   return false;
 }
@@ -165,6 +165,37 @@ long ReadMemoryDevice(const Desc* d, char* buffer, uint64_t length) {
   }
 }
 
+// A high private duplicate of `source` (closed), or a negative errno.
+long MoveToPrivateFd(long source) {
+  long high = Sys(SYS_fcntl, source, F_DUPFD_CLOEXEC, g_state.private_fd_base);
+  Sys(SYS_close, source);
+  return high;
+}
+
+// Where the child reads a watched file: a private description opened with O_DIRECT, so every
+// read goes to the mount's daemon, which decides (cached: the data; not cached: a hint, and
+// EAGAIN or a wait). Through the kernel page cache, a read of a page the program has in flight
+// would wait in the kernel on the page lock, before the daemon sees it: in `kernel` data-cache
+// mode a child that once caught up with the program could then never pass it. O_DIRECT reads
+// also never fill the page cache (hazard 3). Where O_DIRECT cannot be had, the shared descriptor
+// (pread only, so its offset never moves).
+// (A plain directory in log mode has no such problem, and O_DIRECT there may want alignment.)
+int ReadFd(int fd, Desc* d) {
+  if (!d->facts.watched || d->private_fd == kNoPrivateFd) return fd;
+  if (g_state.config.watch->log_mode()) {
+    d->private_fd = kNoPrivateFd;
+    return fd;
+  }
+  if (d->private_fd >= 0) return d->private_fd;
+  LineBuilder path;
+  path.Add("/proc/self/fd/").Add(static_cast<uint64_t>(fd));
+  long direct = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()),
+                    O_RDONLY | O_DIRECT | O_CLOEXEC);
+  long high = direct >= 0 ? MoveToPrivateFd(direct) : direct;
+  d->private_fd = high >= 0 ? static_cast<int>(high) : kNoPrivateFd;
+  return high >= 0 ? static_cast<int>(high) : fd;
+}
+
 // Hazard 1: a read never moves the shared offset; it is a pread at the shadow offset.
 // `explicit_offset` < 0: read at (and advance) the shadow offset.
 long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t explicit_offset) {
@@ -192,8 +223,15 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   // at its very first step (a header it then finds "not recognized").
   const bool fork_point = d->facts.watched && g_state.skip_next_log;
   if (d->facts.watched) LogRead(fd, d, offset, requested);
-  long result = Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count,
+  int read_fd = ReadFd(fd, d);
+  long result = Sys(SYS_preadv, read_fd, reinterpret_cast<long>(iov), iov_count,
                     static_cast<long>(offset), 0);
+  if (result == -EINVAL && read_fd != fd) {  // O_DIRECT refused this read: the shared one then
+    Sys(SYS_close, read_fd);
+    d->private_fd = kNoPrivateFd;
+    result = Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count, static_cast<long>(offset),
+                 0);
+  }
   if (fork_point && !g_state.config.wait_for_data) {
     // From here on, data not cached is hinted and not waited for. Should this fail, the child
     // goes on waiting for data: slower, never wrong.
@@ -222,7 +260,7 @@ long SumLengths(const struct iovec* iov, long count) {
 // re-open, positioned where the program's description stood at the fork, so getdents never
 // moves the program's position (hazard 1); for one the child opened, a duplicate of it.
 int DirectoryFd(int fd, Desc* d) {
-  if (d->private_dir_fd >= 0) return d->private_dir_fd;
+  if (d->private_fd >= 0) return d->private_fd;
   long source = fd;
   if (d->inherited) {
     LineBuilder path;
@@ -231,15 +269,15 @@ int DirectoryFd(int fd, Desc* d) {
                  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (source < 0) return static_cast<int>(source);
   }
-  long high = Sys(SYS_fcntl, source, F_DUPFD_CLOEXEC, g_state.private_fd_base);
-  if (d->inherited) Sys(SYS_close, source);
+  long high = d->inherited ? MoveToPrivateFd(source)
+                           : Sys(SYS_fcntl, source, F_DUPFD_CLOEXEC, g_state.private_fd_base);
   if (high < 0) return static_cast<int>(high);
   if (d->inherited && Sys(SYS_lseek, high, d->dir_pos, SEEK_SET) < 0) {
     Sys(SYS_close, high);
     return -EIO;
   }
-  d->private_dir_fd = static_cast<int>(high);
-  return d->private_dir_fd;
+  d->private_fd = static_cast<int>(high);
+  return d->private_fd;
 }
 
 long DoLseek(int fd, int64_t offset, int whence) {
