@@ -28,13 +28,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from tipfsbench import plots, report  # noqa: E402
 from tipfsbench.datasets import SCALES, DataSets  # noqa: E402
 from tipfsbench.execute import Progress, Runner, completed  # noqa: E402
 from tipfsbench.plan import FIGURES, Options, Plan  # noqa: E402
 from tipfsbench.system import (  # noqa: E402
-    REPO, HarnessError, Tools, VolumeSet, check_prerequisites, git_describe, load_average)
+    REPO, HarnessError, Tools, VolumeSet, check_prerequisites, describe_build, load_average)
 from tipfsbench.workloads import EXTRA_VARIANTS, OVERHEAD_GOAL, WORKLOADS  # noqa: E402
 
 DEFAULTS = {
@@ -199,7 +200,8 @@ def main(argv: list) -> int:
             REPO / "bench" / "results" / time.strftime("%Y%m%d-%H%M%S"))
         results_dir.mkdir(parents=True, exist_ok=False)
         config = {"args": vars(args), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                  "machine": machine(), "load_at_start": load_average(), "git": git_describe()}
+                  "machine": machine(), "load_at_start": load_average(),
+                  "git": describe_build(tools.build)}
         (results_dir / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
     (results_dir / "plan.json").write_text(json.dumps(plan.to_json(), indent=1), encoding="utf-8")
 

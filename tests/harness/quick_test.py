@@ -23,6 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "harness"))
+sys.dont_write_bytecode = True
 from tipfsbench.report import breakdown_entries  # noqa: E402
 RUN = REPO / "bench" / "harness" / "run.py"
 BUILD = "build"

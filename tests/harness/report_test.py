@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "harness"))
+sys.dont_write_bytecode = True
 
 from tipfsbench import report  # noqa: E402
 from tipfsbench.execute import COLUMNS, stats_row, tipspec_row  # noqa: E402
@@ -202,6 +203,8 @@ class ReportTest(unittest.TestCase):
         self.assertRegex(text, r"\| agrep \| 11\.00 s \(10\.00-12\.00\) \|.*\| 0\.30 \| 0\.27 \|"
                                r" 0\.30 \| 0\.29 \| <= 0\.28 \| no \|")
         self.assertIn("1 printed something other than the original", text)
+        # Figure 6's goal: speculating within 5 % of manual at every ratio (1.10 at ratio 1).
+        self.assertIn("| agrep | 1: 1.10, 2: 1.00 | 1.10 | <= 1.05 | no |", text)
 
 
 if __name__ == "__main__":

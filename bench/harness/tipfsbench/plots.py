@@ -116,8 +116,10 @@ def figure4(results: Path, plots: Path, subtitle: str, goal: float) -> Path:
                 base = r.get("original_median_s")
                 for c in ("median_s", "min_s", "max_s"):
                     x = _num(r.get(c, ""))
-                    relative = float(x) / float(base) if x != "NaN" and base else math.nan
-                    cells.append(_num(str(relative)))
+                    percent = math.nan
+                    if x != "NaN" and base:
+                        percent = (float(x) / float(base) - 1) * 100
+                    cells.append(_num(str(percent)))
             f.write(" ".join([_quote(w)] + cells) + "\n")
     png = results / "fig4.png"
     script = plots / "fig4.gp"
@@ -130,10 +132,11 @@ set style data histograms
 set style histogram errorbars gap 1 lw 1
 set style fill solid 0.8 border -1
 set grid ytics
-set ylabel "time / original's median (bars: min-max / median)"
-set key bottom right
-plot {body}, 1 with lines lc rgb "black" notitle, \\
-     {goal} with lines dt 2 lc rgb "#d62728" title "goal {goal}"
+set ylabel "% slower than the original's median (bars: min and max)"
+set key top left
+set xzeroaxis lt -1
+plot {body}, \\
+     {(goal - 1) * 100:g} with lines dt 2 lc rgb "#d62728" title "goal {(goal - 1) * 100:g} %"
 """, encoding="utf-8")
     _gnuplot(script)
     return png
@@ -179,7 +182,7 @@ set multiplot layout {rows_n},{cols} title "{title}"
 set grid
 set key below horizontal
 {"set logscale x 2" if logx else ""}
-set offsets graph 0.05, graph 0.05, 0, 0
+set offsets {"0" if figure == "gap" else "graph 0.05"}, graph 0.05, 0, 0
 set xlabel "{x_label}"
 set ylabel "{ylabel}"
 set yrange [0:*]

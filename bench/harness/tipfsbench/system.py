@@ -256,13 +256,29 @@ class VolumeSet:
                     shutil.rmtree(volume.root, ignore_errors=True)
 
 
-def git_describe() -> str:
+def describe_build(build: Path) -> str:
+    """Which source the measured programs were built from: the build's source directory (from
+    its CMakeCache.txt) and its commit: `git describe` of a work tree (noting uncommitted
+    changes, which may be other people's work in progress), or the TIPFS_SOURCE_COMMIT file of
+    an exported snapshot (see bench/README.md)."""
+    source = None
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, check=False).stdout.strip()
-        return head + ("+uncommitted changes in the tree" if dirty else "")
+        for line in (build / "CMakeCache.txt").read_text(encoding="utf-8").splitlines():
+            if line.startswith("CMAKE_HOME_DIRECTORY:INTERNAL="):
+                source = Path(line.split("=", 1)[1])
     except OSError:
-        return "unknown"
+        return f"built in {build} (no CMakeCache.txt)"
+    if source is None:
+        return f"built in {build}"
+    stamp = source / "TIPFS_SOURCE_COMMIT"
+    if stamp.exists():
+        return f"{stamp.read_text(encoding='utf-8').strip()}, source {source}"
+    head = subprocess.run(["git", "-C", str(source), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False)
+    if head.returncode != 0:
+        return f"source {source} (not a git work tree)"
+    dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain",
+                            "--untracked-files=no"],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return (head.stdout.strip() + (" with uncommitted changes in the work tree" if dirty else "")
+            + f", source {source}")
