@@ -93,8 +93,10 @@ void End(EndReason reason, long syscall_nr) {
   log->end_syscall.store(static_cast<uint32_t>(syscall_nr));
   log->end_reason.store(static_cast<uint32_t>(reason));
   log->ended.store(1, std::memory_order_release);
-  log->appended_seq.fetch_add(0x10000);  // changes the word so a waiting program wakes
+  log->appended_seq.fetch_add(0x10000);  // changes the words so a waiting program wakes
+  log->reads_done_seq.fetch_add(0x10000);
   FutexWakeAll(&log->appended_seq);
+  FutexWakeAll(&log->reads_done_seq);
   Sys(SYS_exit_group, 0);
   __builtin_unreachable();
 }
@@ -231,6 +233,14 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
     d->private_fd = kNoPrivateFd;
     result = Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count, static_cast<long>(offset),
                  0);
+  }
+  if (d->facts.watched && !fork_point) {  // a logged read is done (lockstep waits for that)
+    SharedLog* log = g_state.config.log;
+    log->reads_done.store(log->appended.load(std::memory_order_relaxed), std::memory_order_release);
+    log->reads_done_seq.fetch_add(1, std::memory_order_release);
+    if (log->parent_waiting.load(std::memory_order_seq_cst) != 0) {
+      FutexWakeAll(&log->reads_done_seq);
+    }
   }
   if (fork_point && !g_state.config.wait_for_data) {
     // From here on, data not cached is hinted and not waited for. Should this fail, the child
@@ -476,6 +486,11 @@ long Emulate(long nr, const long* a) {
       return DescFor(static_cast<int>(a[0])) != nullptr
                  ? SumLengths(reinterpret_cast<const iovec*>(a[1]), a[2])
                  : -EBADF;
+    // Copies inside the kernel would write (and sendfile moves the input's shared offset): say
+    // what a kernel says when it cannot do them, and programs (cat, cp) fall back to read and
+    // write, which the child emulates.
+    case SYS_copy_file_range: return -EXDEV;
+    case SYS_sendfile: case SYS_splice: case SYS_tee: return -EINVAL;
     case SYS_fsync: case SYS_fdatasync: case SYS_syncfs: case SYS_sync:
     case SYS_fadvise64: case SYS_readahead:
       return 0;

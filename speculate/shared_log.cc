@@ -38,6 +38,8 @@ void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes) {
   bytes_appended.store(0);
   bytes_consumed.store(0);
   reads_without_data.store(0);
+  reads_done.store(0);
+  reads_done_seq.store(0);
 }
 
 bool SharedLog::HasRoom() const {

@@ -73,6 +73,10 @@ struct SharedLog {
   std::atomic<uint64_t> bytes_appended;
   std::atomic<uint64_t> bytes_consumed;
   std::atomic<uint64_t> reads_without_data;  // child reads answered EAGAIN by the mount
+  // Lockstep only: logged reads the child has made (its read returned), and a futex word that
+  // changes with it, so the program can do its own read only after the child's.
+  std::atomic<uint64_t> reads_done;
+  std::atomic<uint32_t> reads_done_seq;
   LogEntry entries[kCapacity];
 };
 

@@ -262,6 +262,9 @@ void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) 
   ++counters_.reads_behind;
 }
 
+// Lockstep (tests): the program waits for its child's next logged read, and then until the
+// child has made that read itself, so every read of the child comes before the program's own
+// (and so, on cold data, finds it not cached) however little CPU the child gets.
 void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
   int polls = 0;
   while (child_pid_ > 0) {
@@ -269,6 +272,7 @@ void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
     if (match == MatchResult::kMatched) {
       ++counters_.hints_consumed;
       Consumed();
+      WaitForChildsRead(log_->consumed.load());
       return;
     }
     if (match == MatchResult::kMismatch) {
@@ -294,6 +298,26 @@ void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
     if (log_->Outstanding() == 0 && log_->ended.load() == 0 &&
         WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
       EndChild(StopCause::kChildEnded, &status);  // reaped here; the log says nothing more
+    }
+  }
+}
+
+void Speculator::WaitForChildsRead(uint64_t entries) {
+  for (int polls = 0; polls < kLockstepMaxPolls && child_pid_ > 0; ++polls) {
+    uint32_t seen = log_->reads_done_seq.load(std::memory_order_acquire);
+    if (log_->reads_done.load(std::memory_order_acquire) >= entries ||
+        log_->ended.load(std::memory_order_acquire) != 0) {
+      return;
+    }
+    log_->parent_waiting.store(1, std::memory_order_seq_cst);
+    if (log_->reads_done.load() < entries && log_->ended.load() == 0) {
+      FutexWait(&log_->reads_done_seq, seen, kLockstepPollNanos);
+    }
+    log_->parent_waiting.store(0, std::memory_order_relaxed);
+    int status = 0;
+    if (log_->reads_done.load() < entries && log_->ended.load() == 0 &&
+        WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
+      EndChild(StopCause::kChildEnded, &status);
     }
   }
 }

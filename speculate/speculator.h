@@ -94,6 +94,9 @@ class Speculator {
   void CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset);
   // REQUIRES: mu_ held, lockstep. Waits for the child's next log entry.
   void CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset);
+  // REQUIRES: mu_ held, lockstep. Waits until the child has made its first `entries` logged
+  // reads (or ended).
+  void WaitForChildsRead(uint64_t entries);
   // REQUIRES: mu_ held. Consumed one more log entry: lets a child waiting for room go on.
   void Consumed();
   // The fast path's test: the last read stalled and speculation may fork at all.

@@ -1,0 +1,275 @@
+// libtipspec on a real tipfs mount (label integration; skipped without /dev/fuse): programs run
+// with and without `tipfs run` print the same bytes, the hostile program leaves the file system
+// and the world as it alone would, a reader in pieces with read() and lseek() gets its data,
+// and in kernel data-cache mode a speculative run over cold files leaves only real data in the
+// page cache and in the daemon's cache (hazard 3). Each speculated run starts cold (remount)
+// and speculates at every read in lockstep (the program waits for its child's next logged read),
+// so the child runs ahead of the program on data nobody has read yet.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "tests/speculate/hostile_run.h"
+#include "tests/speculate/spec_test_support.h"
+#include "tests/support/mount_fixture.h"
+
+namespace tipfs::spec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using tipfs::testing::MountedTest;
+using tipfs::testing::RunCommand;
+using tipfs::testing::TipfsBinary;
+using tipfs::testing::VolumeSpec;
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+bool HaveProgram(const std::string& name) {
+  return system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A number from the mount's .tipfs/stats.json.
+uint64_t MountCounter(const std::string& mountpoint, const std::string& key) {
+  std::string json = ReadFile(mountpoint + "/.tipfs/stats.json");
+  size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+class SpecMountTest : public MountedTest {
+ protected:
+  VolumeSpec Spec() const override {
+    VolumeSpec spec;
+    spec.mount_args = "--cache-size 12M --data-cache " + DataCache();
+    return spec;
+  }
+  virtual std::string DataCache() const { return "kernel"; }
+
+  // Unmount and mount again: an empty daemon cache and no page cache of the mount.
+  void Remount() {
+    ASSERT_EQ(mount_->Unmount(), "");
+    ASSERT_EQ(mount_->Mount(), "");
+  }
+
+  // Runs argv (cwd: the mount root) cold, plainly; then cold again under `tipfs run`, in
+  // lockstep, forking at every read, waiting for no data. Compares stdout (or the file
+  // `output`), expects speculation to have run, returns the speculated run's stdout.
+  std::string ExpectSameOutput(const std::vector<std::string>& argv,
+                               const std::string& output = "", const Environment& extra = {}) {
+    Remount();
+    RunResult plain = scratch_.Run(argv, false, mount_->mountpoint());
+    EXPECT_EQ(plain.exit_status, 0) << argv[0] << ": " << plain.out.substr(0, 500);
+    if (!output.empty()) plain.out = ReadFile(output);
+    EXPECT_FALSE(plain.out.empty()) << argv[0];
+    if (!output.empty()) unlink(output.c_str());
+    scratch_.ClearLogs();
+    Remount();
+    RunResult speculated = RunSpeculated(argv, extra);
+    if (!output.empty()) speculated.out = ReadFile(output);
+    EXPECT_EQ(speculated.exit_status, 0) << argv[0];
+    EXPECT_TRUE(speculated.out == plain.out) << argv[0] << ": outputs differ";
+    auto stats = scratch_.Stats();
+    EXPECT_GE(stats["forks"], 1u) << argv[0];
+    EXPECT_GE(stats["hints_consumed"], 1u) << argv[0] << " was not speculated on";
+    return speculated.out;
+  }
+
+  RunResult RunSpeculated(const std::vector<std::string>& argv, const Environment& extra = {}) {
+    std::vector<std::string> command = {TipfsBinary(), "run", "--mount", mount_->mountpoint(),
+                                        "--stats-file", scratch_.stats_file(), "--"};
+    command.insert(command.end(), argv.begin(), argv.end());
+    Environment environment = {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH},
+                               {"TIPSPEC_LOCKSTEP", "1"},
+                               {"TIPSPEC_STALL_USEC", "0"},
+                               {"TIPSPEC_WAIT", "0"}};
+    environment.insert(environment.end(), extra.begin(), extra.end());
+    return scratch_.Run(command, false, mount_->mountpoint(), environment);
+  }
+
+  // A tree of text files of assorted sizes under the mount.
+  void MakeTree(const std::string& relative, int dirs, int files_per_dir) {
+    for (int d = 0; d < dirs; ++d) {
+      std::string dir = Path(relative + "/dir" + std::to_string(d));
+      fs::create_directories(dir);
+      for (int f = 0; f < files_per_dir; ++f) {
+        WriteFile(dir + "/file" + std::to_string(f) + ".txt",
+                  MakeText(d * 100 + f, 3000 + 9000 * ((d * 7 + f) % 11)));
+      }
+    }
+  }
+
+  std::vector<std::string> FilesUnder(const std::string& relative) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::recursive_directory_iterator(Path(relative))) {
+      if (entry.is_regular_file()) files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
+  SpecScratch scratch_;
+};
+
+// Emulated disks (hdd): each of the program's reads of a cold file takes milliseconds, and the
+// child (in lockstep one logged read ahead, and otherwise free) reads the next file meanwhile.
+class SpecMountSlowDisksTest : public SpecMountTest {
+ protected:
+  VolumeSpec Spec() const override {
+    VolumeSpec spec = SpecMountTest::Spec();
+    spec.mount_args += " --disk-model hdd";
+    return spec;
+  }
+};
+
+// Hazard 3. The child runs ahead over files nobody has read (cold: remounted, and no page cache)
+// without waiting for data: the mount answers its reads of uncached data with EAGAIN after
+// hinting them. Nothing it did not really read may be left anywhere: the program's own output,
+// the page cache (a plain cat right after), and the daemon's cache (a plain cat after the page
+// cache is dropped) all hold the real bytes.
+TEST_F(SpecMountSlowDisksTest, KernelCacheModeHoldsOnlyRealDataAfterASpeculativeRunOverColdFiles) {
+  std::map<std::string, std::string> expected;
+  fs::create_directories(Path("cold"));
+  std::vector<std::string> argv = {"cat"};
+  for (int i = 0; i < 48; ++i) {
+    std::string path = Path("cold/f" + std::to_string(100 + i));
+    expected[path] = MakeText(500 + i, 20000 + 7919 * (i % 37));
+    WriteFile(path, expected[path]);
+    argv.push_back(path);
+  }
+  std::string all;
+  for (const auto& [path, content] : expected) all += content;
+  Remount();
+  RunResult speculated = RunSpeculated(argv);
+  ASSERT_EQ(speculated.exit_status, 0);
+  EXPECT_TRUE(speculated.out == all) << "cat under speculation printed other bytes";
+  auto stats = scratch_.Stats();
+  uint64_t eagain = MountCounter(mount_->mountpoint(), "speculation.eagain");
+  EXPECT_GT(stats["reads_without_data"] + eagain, 0u)
+      << "the child never read uncached data: the EAGAIN path was not taken\n"
+      << ReadFile(scratch_.stats_file());
+  EXPECT_GE(stats["hints_consumed"], 10u);
+
+  for (const auto& [path, content] : expected) {  // the page cache
+    RunResult cat = scratch_.Run({"cat", path}, false);
+    EXPECT_TRUE(cat.out == content) << path << " read back wrong from the page cache";
+  }
+  std::ofstream drop("/proc/sys/vm/drop_caches");
+  if (!drop) GTEST_SKIP() << "cannot drop the page cache (not root): the daemon's cache unchecked";
+  sync();
+  drop << "3\n";
+  drop.close();
+  for (const auto& [path, content] : expected) {  // the daemon's cache, and the disks
+    RunResult cat = scratch_.Run({"cat", path}, false);
+    EXPECT_TRUE(cat.out == content) << path << " read back wrong after dropping the page cache";
+  }
+}
+
+TEST_F(SpecMountTest, GrepRecursiveIsByteIdentical) {
+  MakeTree("tree", 6, 20);
+  ExpectSameOutput({"grep", "-r", "-n", "kilo lima", "tree"});
+}
+
+TEST_F(SpecMountTest, StdioReaderIsByteIdentical) {
+  std::vector<std::string> argv = {HAZARD_STDIO};
+  for (int i = 0; i < 8; ++i) {
+    std::string path = Path("text" + std::to_string(i) + ".txt");
+    WriteFile(path, MakeText(10 + i, 20000 + 15000 * i));
+    argv.push_back(path);
+  }
+  ExpectSameOutput(argv);
+}
+
+TEST_F(SpecMountTest, Sha256sumOverManyFilesIsByteIdentical) {
+  MakeTree("tree", 5, 20);
+  std::vector<std::string> argv = {"sha256sum"};
+  for (const std::string& file : FilesUnder("tree")) argv.push_back(file);
+  ExpectSameOutput(argv);
+}
+
+TEST_F(SpecMountTest, TarOfATreeIsByteIdentical) {
+  MakeTree("tree", 4, 20);
+  ExpectSameOutput({"tar", "cf", "-", "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
+                    "tree"});
+}
+
+TEST_F(SpecMountTest, GnuLdLinkingManyObjectsIsByteIdentical) {
+  if (!HaveProgram("cc") || !HaveProgram("ld")) GTEST_SKIP() << "cc or ld not installed";
+  std::string sources = scratch_.root() + "/sources";
+  fs::create_directories(sources);
+  fs::create_directories(Path("objects"));
+  std::string compile = "cd " + sources + " && cc -c -O1";
+  std::string linked = scratch_.root() + "/linked.o";
+  std::vector<std::string> argv = {"ld", "-r", "-o", linked};
+  for (int i = 0; i < 40; ++i) {
+    std::string name = "unit" + std::to_string(i);
+    std::string body = "int " + name + "_value = " + std::to_string(i) + ";\n";
+    for (int k = 0; k < 20; ++k) {
+      body += "int " + name + "_f" + std::to_string(k) + "(int x) { return x * " +
+              std::to_string(k + i) + " + " + name + "_value; }\n";
+    }
+    WriteFile(sources + "/" + name + ".c", body);
+    compile += " " + name + ".c";
+    argv.push_back("objects/" + name + ".o");
+  }
+  ASSERT_EQ(system((compile + " && cp *.o " + Path("objects")).c_str()), 0);
+  ExpectSameOutput(argv, linked);
+}
+
+TEST_F(SpecMountTest, BenchWorkloadsAreByteIdentical) {
+  std::string pattern_line;
+  ASSERT_EQ(RunCommand(std::string(TIPFS_BENCH_GEN) + " agrep --dir " + mount_->mountpoint() +
+                           " --files 80 --total 1M 2>/dev/null",
+                       &pattern_line),
+            0);
+  std::string pattern = pattern_line.substr(pattern_line.find("pattern=") + 8);
+  pattern.erase(pattern.find_last_not_of("\n") + 1);
+  ASSERT_EQ(RunCommand(std::string(TIPFS_BENCH_GEN) + " gnuld --dir " + mount_->mountpoint() +
+                       " --objects 24 --total 2M >/dev/null 2>&1"),
+            0);
+  ASSERT_EQ(RunCommand(std::string(TIPFS_BENCH_GEN) + " xdataslice --dir " +
+                       mount_->mountpoint() + " --dim 64 >/dev/null 2>&1"),
+            0);
+  {
+    SCOPED_TRACE("agrep");
+    ExpectSameOutput({TIPFS_BENCH_AGREP, "-p", pattern, "text"});
+  }
+  {
+    SCOPED_TRACE("gnuld");
+    std::vector<std::string> argv = {TIPFS_BENCH_GNULD, "-o", scratch_.root() + "/image"};
+    for (const std::string& file : FilesUnder("objects")) argv.push_back(file);
+    ExpectSameOutput(argv);
+  }
+  {
+    SCOPED_TRACE("xdataslice");
+    ExpectSameOutput({TIPFS_BENCH_XDATASLICE, "--slices", "4", "volume.tvol"});
+  }
+}
+
+// Hazard 2 on the mount: the hostile program's work directory is on the mount, so what its
+// run-ahead tries (writes, truncation, unlink, rename, shared mappings, ...) would reach the
+// file system; afterwards the tree, the signals and the socket traffic are the program's alone.
+TEST_F(SpecMountTest, HostileProgramLeavesTheFileSystemAndTheWorldAsItAloneWould) {
+  WriteFile(Path("input.txt"), MakeText(2, 5000));
+  Remount();
+  ExpectNoSideEffects(scratch_, Path("input.txt"), mount_->mountpoint(),
+                      {{"TIPSPEC_MOUNT", mount_->mountpoint()}, {"TIPSPEC_HINT_LOG", ""}});
+}
+
+// Hazard 1 on the mount: reads in pieces with read/readv/pread and lseek (and a directory walk)
+// while the run-ahead moves every shared description; the program's data and positions are
+// its own.
+TEST_F(SpecMountTest, ReaderInPiecesWithReadAndLseekGetsIdenticalData) {
+  WriteFile(Path("data.txt"), MakeText(1, 200000));
+  fs::create_directories(Path("many"));
+  for (int i = 0; i < 600; ++i) WriteFile(Path("many/entry-" + std::to_string(i)), "");
+  WriteFile(scratch_.root() + "/lock", MakeText(3, 50000));
+  std::string out = ExpectSameOutput(
+      {HAZARD_OFFSETS, Path("data.txt"), Path("many"), scratch_.root() + "/lock"});
+  EXPECT_NE(out.find("lock still held by us: yes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tipfs::spec::testing
