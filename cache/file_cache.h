@@ -71,6 +71,12 @@ struct CacheOptions {
   // Prefetches (hinted and read-ahead) in flight per disk, so a demand read never queues behind
   // many of them. Changeable.
   uint32_t max_prefetches_per_disk = 4;
+  // Beyond the TIP paper, for arrays: when a reader is faster than the array (its horizon exceeds
+  // disks x max_prefetches_per_disk), a disk with no prefetch in flight may fetch hinted blocks
+  // past the horizon (up to 256 accesses ahead) into spare buffers only. The reads of one stream
+  // fall unevenly on the disks; without this a disk that is locally ahead idles and later stalls
+  // the reader. false: exactly the paper's horizon. Changeable.
+  bool prefetch_idle_disks = true;
   // T_disk assumed for a disk until its first completion is measured. Fixed at mount.
   int64_t initial_disk_nanos = 5'000'000;
 };
@@ -271,7 +277,10 @@ class FileCache {
   // TIP (tip_manager.cc). REQUIRES: mu_ held.
   enum class Purpose { kDemand, kReadahead, kWarmup };
   bool MakeRoom(Purpose purpose, int64_t now);
-  bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now);
+  // `spare_only`: take only a free buffer, an evict-first block or an LRU tail without marginal
+  // hits (for prefetches beyond the horizon on idle disks).
+  bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
+                           bool spare_only);
   void RunManager(int64_t now);
   size_t NextCandidate(HintStream* s);
   void ExpandStream(HintStream* s, size_t count);
@@ -294,7 +303,10 @@ class FileCache {
   double MeanDiskNanos() const;
   double AppNanos(const HintStream* s) const;  // T_cpu + T_hit + T_driver of its reader
   double AccessRate(const HintStream* s, int64_t now) const;  // accesses per second (TIP2)
-  double Benefit(HintStream* s, size_t index, int64_t now) const;
+  // Whether a stream with this horizon is limited by the disks (prefetch_idle_disks applies).
+  bool ArrayIsTheBottleneck(double horizon) const;
+  // *beyond_horizon: the access is past its horizon, valued for an idle disk (see the .cc).
+  double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const;
   double LruCostRate(int64_t now) const;
   struct Ejection {
     HintStream* stream = nullptr;

@@ -77,9 +77,36 @@ double FileCache::AccessRate(const HintStream* s, int64_t now) const {
   return 1e9 / (idle > grace ? idle : interval);
 }
 
-double FileCache::Benefit(HintStream* s, size_t index, int64_t now) const {
+bool FileCache::ArrayIsTheBottleneck(double horizon) const {
+  // The reader consumes faster than the array delivers with every disk's prefetch queue full
+  // (P > disks x prefetches per disk): every second a disk idles is lost. Below that the reader
+  // is the bottleneck, imbalance costs nothing, and an extra fetch beyond the horizon would only
+  // delay the next useful one on its disk (measured: 20% more stall for two readers sharing 4
+  // buffers with P = 5).
+  return options_.prefetch_idle_disks &&
+         horizon >= static_cast<double>(disk_count_) * options_.max_prefetches_per_disk;
+}
+
+double FileCache::Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const {
   const HintedAccess& a = s->at(index);
-  const double benefit = PrefetchBenefit(DiskNanos(DiskOf(a.ino, a.block)), AppNanos(s), index + 1);
+  const uint32_t disk = DiskOf(a.ino, a.block);
+  const double t_disk = DiskNanos(disk);
+  const double t_app = AppNanos(s);
+  double benefit = PrefetchBenefit(t_disk, t_app, index + 1);
+  *beyond_horizon = benefit == 0;
+  const double horizon = PrefetchHorizon(t_disk, t_app);
+  if (benefit == 0 && disk_prefetches_[disk] == 0 && ArrayIsTheBottleneck(horizon)) {
+    // Beyond the horizon, on a disk that would otherwise idle (beyond the paper, for arrays):
+    // the reads of one stream fall unevenly on the disks, so a disk that is locally ahead will be
+    // the one stalling the reader later. Its idle time costs nothing, only the buffer does, so
+    // the access is valued as the deepest useful prefetch, the smallest benefit inside the
+    // horizon, and gets only a spare buffer (RunManager): free, evict-first or an LRU tail
+    // without hits, and only while hints hold less than half the cache (never another hinted
+    // block, nor the last buffers of a small cache: with few buffers that churns, each ejected
+    // block is fetched again).
+    benefit =
+        PrefetchBenefit(t_disk, t_app, static_cast<uint64_t>(std::max(2.0, std::floor(horizon))));
+  }
   return benefit * accuracy_[static_cast<size_t>(a.source)].accuracy() * AccessRate(s, now);
 }
 
@@ -166,13 +193,19 @@ bool FileCache::MakeRoom(Purpose purpose, int64_t now) {
   return true;
 }
 
-bool FileCache::MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now) {
+bool FileCache::MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
+                                    bool spare_only) {
   while (table_.size() >= capacity_blocks_) {
     if (Block* b = table_.EvictFirstColdest(); b != nullptr) {
       EvictBlock(b);
       continue;
     }
     const double lru_cost = LruCostRate(now);
+    if (spare_only) {
+      if (lru_cost > 0) return false;  // LRU tail without hits, or nothing (infinite when empty)
+      EvictBlock(table_.LruColdest());
+      continue;
+    }
     const Ejection e = CheapestEjection(requester, now);
     if (!(benefit > std::min(lru_cost, e.cost))) return false;
     if (e.stream != nullptr && e.cost < lru_cost) {
@@ -376,9 +409,16 @@ size_t FileCache::NextCandidate(HintStream* s) {
   const size_t reach = static_cast<size_t>(horizon);
   const size_t end =
       std::clamp(reach, s->cursor() + kMinPrefetchLookahead, s->cursor() + kMaxPrefetchLookahead);
-  ExpandStream(s, end);
-  const size_t limit = std::min(end, s->expanded());
+  // Past the horizon only idle disks are served (see Benefit), and only when there is one.
+  bool any_disk_idle = false;
+  if (ArrayIsTheBottleneck(PrefetchHorizon(slowest_disk, AppNanos(s)))) {
+    for (uint32_t in_flight : disk_prefetches_) any_disk_idle = any_disk_idle || in_flight == 0;
+  }
+  const size_t far = any_disk_idle ? s->cursor() + kMaxPrefetchLookahead : end;
+  ExpandStream(s, far);
+  const size_t limit = std::min(far, s->expanded());
   for (size_t i = s->cursor(); i < limit; ++i) {
+    if (i >= end && disk_prefetches_[DiskOf(s->at(i).ino, s->at(i).block)] != 0) continue;
     HintedAccess& a = s->at(i);
     if (a.state != HintedAccess::State::kPending) continue;
     if (a.block * block_size_ >= a.file_size) {
@@ -416,18 +456,28 @@ void FileCache::RunManager(int64_t now) {
     HintStream* best = nullptr;
     size_t best_index = 0;
     double best_benefit = 0;
+    bool best_beyond_horizon = false;
     for (auto& [id, stream] : streams_) {
       const size_t index = NextCandidate(stream.get());
       if (index == kNone) continue;
-      const double benefit = Benefit(stream.get(), index, now);
+      bool beyond_horizon = false;
+      const double benefit = Benefit(stream.get(), index, now, &beyond_horizon);
       if (benefit > best_benefit) {
         best = stream.get();
         best_index = index;
         best_benefit = benefit;
+        best_beyond_horizon = beyond_horizon;
       }
     }
     if (best == nullptr) break;
-    if (!MakeRoomForPrefetch(best_benefit, best, now)) break;
+    // Beyond the horizon only while buffers held for hints or in flight stay under half the
+    // cache: a small cache needs every buffer inside the horizons.
+    if (best_beyond_horizon &&
+        2 * (table_.size() - table_.lru_size() - table_.evict_first_size() + 1) >
+            capacity_blocks_) {
+      break;
+    }
+    if (!MakeRoomForPrefetch(best_benefit, best, now, best_beyond_horizon)) break;
     HintedAccess& a = best->at(best_index);
     Block* b =
         NewFetchedBlock(a.ino, a.block, BlockOrigin::kHinted, /*prefetch=*/true, a.file_size, now);

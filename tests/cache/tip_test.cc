@@ -186,7 +186,9 @@ TEST(TipTest, IdleDisksPrefetchFarDownTheStreamWithinTheHorizon) {
 
 TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
   Emulated emu;
-  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
+  CacheOptions options = TestOptions(256);
+  options.prefetch_idle_disks = false;  // the paper's model exactly (see the test after this one)
+  CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
   const std::string warm = WriteRaw(rig, 2, 8, 2);
   const std::string data = WriteRaw(rig, 1, 64, 3);
   // Teach the cache this reader's pace: 5 ms of computation per block. P = 10 / 5 = 2.
@@ -214,6 +216,62 @@ TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
   EXPECT_EQ(after.stall_nanos - before.stall_nanos, uint64_t{5 * kMs});
   EXPECT_EQ(rig.cache->QueryStream(100).blocks_consumed, 64u);
   EXPECT_DOUBLE_EQ(after.prefetch_horizon, 2.0);
+}
+
+// When the reader outpaces the array (P = 10 ms / 2 ms = 5 >= 4 disks x 1 prefetch each), a disk
+// with nothing inside the horizon fetches the stream's blocks further down instead of idling,
+// and the reader stalls less than with the paper's horizon alone.
+TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
+  struct Outcome {
+    bool far_block_fetched_at_hint = false;
+    uint64_t stall = 0;
+  };
+  const auto run = [](bool idle_disks) {
+    Emulated emu;
+    CacheOptions options = TestOptions(256);
+    options.max_prefetches_per_disk = 1;
+    options.prefetch_idle_disks = idle_disks;
+    CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+    const std::string warm = WriteRaw(rig, 2, 8, 2);
+    const std::string data = WriteRaw(rig, 1, 256, 3);
+    ReadDescending(rig, 100, 2, warm, 2 * kMs);  // P = 5
+    // Twelve accesses alternating between two disks, then twelve on the other two.
+    const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(1, b * kBlock); };
+    std::vector<uint64_t> order;
+    for (uint32_t half = 0; half < 2; ++half) {
+      std::vector<uint64_t> picked[2];
+      for (uint64_t b = 0; b < 256; ++b) {
+        const uint32_t d = disk_of(b);
+        const uint32_t first = disk_of(0) + 2 * half;
+        if (d % 4 == first % 4 && picked[0].size() < 6) picked[0].push_back(b);
+        if (d % 4 == (first + 1) % 4 && picked[1].size() < 6) picked[1].push_back(b);
+      }
+      for (size_t i = 0; i < 6; ++i) order.insert(order.end(), {picked[0][i], picked[1][i]});
+    }
+    HintBatch batch;
+    batch.stream = 100;
+    batch.owner = 100;
+    for (uint64_t b : order)
+      batch.extents.push_back(HintExtent{1, b * kBlock, kBlock, data.size()});
+    const CacheStats before = rig.cache->Stats();
+    EXPECT_TRUE(rig.cache->Hint(batch).ok());
+    Outcome out;
+    out.far_block_fetched_at_hint = rig.cache->Contains(1, order[12]);
+    for (uint64_t b : order) {
+      rig.clock.Advance(2 * kMs);
+      EXPECT_EQ(rig.ReadWaiting(Reader(100), 1, b * kBlock, kBlock, data.size()),
+                data.substr(b * kBlock, kBlock));
+    }
+    const CacheStats after = rig.cache->Stats();
+    EXPECT_EQ(after.hinted_used - before.hinted_used, 24u);
+    out.stall = after.stall_nanos - before.stall_nanos;
+    return out;
+  };
+  const Outcome paper = run(false);
+  const Outcome array = run(true);
+  EXPECT_FALSE(paper.far_block_fetched_at_hint);
+  EXPECT_TRUE(array.far_block_fetched_at_hint);
+  EXPECT_LT(array.stall, paper.stall);
 }
 
 TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
