@@ -209,7 +209,10 @@ uint64_t IoRing::queued_total() const {
 }
 
 bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
-  if (res == -EINTR || res == -EAGAIN) {
+  // -EFAULT: io_uring fails a buffered read or write whose completion must be retried in the
+  // context of its submitter when that thread has exited meanwhile (liburing issue #1595); FUSE
+  // retires idle worker threads, and those submit prefetches. The buffer is still good: retry.
+  if (res == -EINTR || res == -EAGAIN || (res == -EFAULT && op->kind != OpKind::kFdatasync)) {
     if (++op->retries <= kMaxRetries) return false;  // retried unchanged
     *final_result = res;
     return true;

@@ -11,7 +11,8 @@
 //   short read/write resubmitted -> a read that returned fewer bytes than asked (but not 0) or a
 //                 short write is prepared again for the rest; a read returning 0 is the end of the
 //                 object: finished, short
-//   retried    -> -EINTR / -EAGAIN is prepared again unchanged (bounded)
+//   retried    -> -EINTR / -EAGAIN, or -EFAULT of a read/write whose submitting thread exited,
+//                 is prepared again unchanged (bounded)
 //   failed / finished -> op->finish(op, bytes or -errno) runs on the thread that drained the CQE
 //                 (the completion thread, or inline in Submit/Flush), then the op goes back to the
 //                 ring's free list. A Submit made from inside a finish callback never drains

@@ -102,6 +102,41 @@ class CorruptionTest : public MountedTest {
   }
 };
 
+TEST_F(CorruptionTest, LeakedAndOverlongObjectsOnARealDiskAreRepaired) {
+  // An object no inode owns (space a lost file left), and one that runs past its file's end.
+  const std::string leaked = ObjectPath(mount_->disks()[1], 0xABCDEF);
+  fs_std::create_directories(fs_std::path(leaked).parent_path());
+  ASSERT_TRUE(WriteFileBytes(leaked, PatternBytes(5000, 1)));
+  struct stat st;
+  ASSERT_EQ(mount_->Mount(), "");
+  ASSERT_EQ(stat(Path("f0").c_str(), &st), 0);
+  ASSERT_EQ(mount_->Unmount(), "");
+  std::string longer;
+  for (const std::string& disk : mount_->disks()) {
+    if (fs_std::exists(ObjectPath(disk, st.st_ino))) longer = ObjectPath(disk, st.st_ino);
+  }
+  ASSERT_FALSE(longer.empty());
+  fs_std::resize_file(longer, fs_std::file_size(longer) + 100'000);
+  CommandResult check = Fsck();
+  EXPECT_EQ(check.exit_code, 4) << check.out << check.err;
+  EXPECT_NE(check.out.find("[leaked-object]"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("[object-too-long]"), std::string::npos) << check.out;
+  CommandResult repair = Fsck("--repair");
+  EXPECT_EQ(repair.exit_code, 1) << repair.out << repair.err;
+  EXPECT_NE(repair.out.find("2 problems, 2 repaired, 0 left"), std::string::npos) << repair.out;
+  EXPECT_FALSE(fs_std::exists(leaked));
+  ExpectDataIntact();
+}
+
+TEST_F(CorruptionTest, MountedVolumeIsRefused) {
+  ASSERT_EQ(mount_->Mount(), "");
+  CommandResult r = Fsck("--repair");
+  EXPECT_EQ(r.exit_code, 8) << r.out << r.err;
+  EXPECT_NE(r.err.find("refusing to check a mounted volume"), std::string::npos) << r.err;
+  ASSERT_EQ(mount_->Unmount(), "");
+  EXPECT_EQ(Fsck().exit_code, 0);
+}
+
 TEST_F(CorruptionTest, DamagedLabelIsRefusedReportedAndRewrittenFromTheOthers) {
   const std::string label = mount_->disks()[2] + "/tipfs-label";
   FlipByte(label, 40);
