@@ -151,7 +151,7 @@ std::string FormatBreakdown(const PerfBreakdown& b) {
 
 std::string BreakdownJson(const PerfBreakdown& b) {
   std::string out = "{";
-  char item[128];
+  char item[512];  // the tail line grows past 128 characters on long runs
   for (size_t i = 0; i < kSubsystemCount; ++i) {
     std::snprintf(item, sizeof(item), "\"%s\":{\"share\":%.6f,\"nanos\":%lld},", kNames[i],
                   b.share[i], static_cast<long long>(b.nanos[i]));
