@@ -13,12 +13,15 @@ status=0
 run() {
   local kind=$1 dir=$2
   echo "== $kind: building into $dir"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIPFS_SANITIZE="$kind" >/dev/null
+  # GCC's -Wmaybe-uninitialized misfires on sanitizer-instrumented code (std::variant in
+  # file_cache.cc under ASan); the normal build keeps it as an error.
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIPFS_SANITIZE="$kind" \
+    -DCMAKE_CXX_FLAGS="-Wno-maybe-uninitialized" >/dev/null
   cmake --build "$dir" --target tipfs tipfs_sanitize_tests -j"$jobs"
   local logs=$PWD/$dir/sanitizer-logs
   rm -rf "$logs" && mkdir -p "$logs"
   # The load test runs 20 s here (the sanitized daemon is several times slower).
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$logs/asan" \
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:suppressions=$PWD/tests/reliability/asan.supp:log_path=$logs/asan" \
   UBSAN_OPTIONS="print_stacktrace=1:log_path=$logs/ubsan" \
   TSAN_OPTIONS="suppressions=$PWD/tests/reliability/tsan.supp:second_deadlock_stack=1:log_path=$logs/tsan" \
   TIPFS_LOAD_SECONDS=20 \
