@@ -49,7 +49,8 @@ const char* DiskStateName(DiskState state) {
   return "unknown";
 }
 
-void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const Status& status) {
+void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const Status& status,
+                             bool proves) {
   if (disk >= slots_.size()) return;
   uint32_t count = disk_count_.load(std::memory_order_relaxed);
   while (count <= disk &&
@@ -58,7 +59,9 @@ void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const St
   Slot& slot = slots_[disk];
   const bool reads_before = slot.reads_failing.load(std::memory_order_relaxed);
   const int err = status.error();
-  if (err == 0) {
+  if (err == 0 && !proves) {
+    // Nothing learned.
+  } else if (err == 0) {
     if (write || disk_wide) {
       slot.writes_failing.store(false, std::memory_order_relaxed);
       slot.full.store(false, std::memory_order_relaxed);
@@ -128,9 +131,12 @@ HealthTrackingDisk::HealthTrackingDisk(std::unique_ptr<Disk> inner, uint32_t ind
 
 void HealthTrackingDisk::Submit(DiskRequest request) {
   const bool write = request.kind != DiskRequest::Kind::kRead;
+  const bool sync = request.kind == DiskRequest::Kind::kSync;
   auto done = std::move(request.done);
-  request.done = [this, write, done = std::move(done)](Result<uint64_t> result) {
-    board_->Record(index_, write, /*disk_wide=*/false, result.status());
+  request.done = [this, write, sync, done = std::move(done)](Result<uint64_t> result) {
+    // A read of a hole (0 bytes) or an empty write proves nothing about the disk.
+    const bool proves = sync || (result.ok() && *result > 0);
+    board_->Record(index_, write, /*disk_wide=*/false, result.status(), proves);
     done(std::move(result));
   };
   inner_->Submit(std::move(request));
@@ -138,13 +144,13 @@ void HealthTrackingDisk::Submit(DiskRequest request) {
 
 Status HealthTrackingDisk::Truncate(ObjectId object, uint64_t size) {
   Status s = inner_->Truncate(object, size);
-  board_->Record(index_, /*write=*/true, /*disk_wide=*/false, s);
+  board_->Record(index_, /*write=*/true, /*disk_wide=*/false, s, /*proves=*/false);
   return s;
 }
 
 Status HealthTrackingDisk::Remove(ObjectId object) {
   Status s = inner_->Remove(object);
-  board_->Record(index_, /*write=*/true, /*disk_wide=*/false, s);
+  board_->Record(index_, /*write=*/true, /*disk_wide=*/false, s, /*proves=*/false);
   return s;
 }
 
@@ -152,26 +158,28 @@ Result<ObjectInfo> HealthTrackingDisk::Stat(ObjectId object) {
   Result<ObjectInfo> info = inner_->Stat(object);
   // A missing object is an answer, not an error of the disk.
   if (info.error() != ENOENT) {
-    board_->Record(index_, /*write=*/false, /*disk_wide=*/false, info.status());
+    board_->Record(index_, /*write=*/false, /*disk_wide=*/false, info.status(), /*proves=*/false);
   }
   return info;
 }
 
+// The disk-wide calls report their failures; their successes prove little (statvfs of a disk
+// whose objects/ was removed still works), so they clear nothing.
 Status HealthTrackingDisk::ListObjects(std::vector<ObjectId>* out) {
   Status s = inner_->ListObjects(out);
-  board_->Record(index_, /*write=*/false, /*disk_wide=*/true, s);
+  board_->Record(index_, /*write=*/false, /*disk_wide=*/true, s, /*proves=*/false);
   return s;
 }
 
 Result<DiskUsage> HealthTrackingDisk::Usage() {
   Result<DiskUsage> usage = inner_->Usage();
-  board_->Record(index_, /*write=*/false, /*disk_wide=*/true, usage.status());
+  board_->Record(index_, /*write=*/false, /*disk_wide=*/true, usage.status(), /*proves=*/false);
   return usage;
 }
 
 Status HealthTrackingDisk::SyncAll() {
   Status s = inner_->SyncAll();
-  board_->Record(index_, /*write=*/true, /*disk_wide=*/true, s);
+  board_->Record(index_, /*write=*/true, /*disk_wide=*/true, s, /*proves=*/false);
   return s;
 }
 

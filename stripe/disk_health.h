@@ -9,8 +9,9 @@
 //              Stat of one object (the disk's directories went away); reads and writes apart
 //   read-only  EROFS on a write
 //   full       ENOSPC or EDQUOT on a write
-// A later success of the same kind clears the state (a healed disk, freed space), so the state
-// always says what the last request of each kind found. A failed Stat of a missing object and a
+// A later success of the same kind that moved data (a read that returned bytes, a write, a sync)
+// clears the state (a healed disk, freed space), so the state says what the last such request of
+// each kind found. A failed Stat of a missing object and a
 // short read are not errors.
 //
 // Thread-safety: the board is safe from any thread; state queries are lock-free. The listener
@@ -52,8 +53,10 @@ class DiskHealthBoard {
   DiskHealthBoard() = default;
 
   // A request of `disk` finished; `write` for writes, syncs, truncates, removes and syncfs.
-  // `disk_wide` for calls about the whole disk (ListObjects, Usage, SyncAll).
-  void Record(uint32_t disk, bool write, bool disk_wide, const Status& status);
+  // `disk_wide` for calls about the whole disk (ListObjects, Usage, SyncAll). A success clears
+  // the states of its kind only when it `proves` the disk works: data read or written, a sync.
+  // (Removing a missing object or cutting one shorter succeeds on a full or vanished disk too.)
+  void Record(uint32_t disk, bool write, bool disk_wide, const Status& status, bool proves = true);
 
   bool reads_failing(uint32_t disk) const;
   DiskHealth Get(uint32_t disk) const;

@@ -273,7 +273,15 @@ void PosixDisk::Submit(DiskRequest request) {
     return;
   }
   if (*entry == nullptr) {
-    // No object: a read is all hole; there is nothing to sync.
+    // No object: a read is all hole; there is nothing to sync. Unless objects/ itself was
+    // removed (the disk went away): then every object would read as zeros, silently.
+    struct stat dir;
+    if (request.kind == DiskRequest::Kind::kRead && ::fstat(objects_fd_, &dir) == 0 &&
+        dir.st_nlink == 0) {
+      request.done(Status::IOError(name_ + ": read object " + std::to_string(request.object) +
+                                   ": its objects/ directory was removed"));
+      return;
+    }
     request.done(uint64_t{0});
     return;
   }

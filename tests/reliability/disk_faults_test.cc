@@ -1,4 +1,5 @@
-// Disks that fail under a running mount, made to fail for real (no fault injection inside tipfs):
+// Disks that fail under a running mount, made to fail for real (no fault injection inside tipfs;
+// the ext4 cases use tests/support/loop_ext4):
 //   - full: the disks are small tmpfs mounts; writes past their space get ENOSPC (never EIO),
 //     `tipfs stats` shows the disk full, and once files are removed the volume takes writes again;
 //   - read-only: one disk is ext4 on a loop device, forced into its emergency read-only state
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "tests/support/fs_inspect.h"
+#include "tests/support/loop_ext4.h"
 #include "tests/support/mount_fixture.h"
 #include "tipfs/hint.h"
 
@@ -29,25 +31,21 @@ namespace {
 
 constexpr uint64_t kUnit = 64 * 1024;
 
-// A small file system mounted over a disk directory for the life of the object: tmpfs, or ext4 on
-// a loop device. Unmounted (after `before_unmount`, which takes tipfs down) when it goes away.
-class BackingFs {
+// A tmpfs of a given size mounted over a disk directory for the life of the object; unmounted
+// (after `before_unmount`, which takes tipfs down) when it goes away.
+class Tmpfs {
  public:
   std::function<void()> before_unmount;
 
-  ~BackingFs() {
+  ~Tmpfs() {
     if (before_unmount) before_unmount();
     if (mounted_ && RunCommand("umount " + ShellQuote(dir_)) != 0) {
       RunCommand("umount -l " + ShellQuote(dir_));
     }
-    if (!image_dir_.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(image_dir_, ignored);
-    }
   }
 
   // "" when mounted, else why it cannot be done here.
-  std::string Tmpfs(const std::string& dir, const std::string& size) {
+  std::string Mount(const std::string& dir, const std::string& size) {
     if (geteuid() != 0) return "needs root to mount tmpfs";
     dir_ = dir;
     std::string output;
@@ -58,58 +56,23 @@ class BackingFs {
     return "";
   }
 
-  std::string Ext4(const std::string& dir, const std::string& size) {
-    if (geteuid() != 0) return "needs root for loop devices";
-    if (RunCommand("command -v losetup && command -v mkfs.ext4") != 0) {
-      return "losetup or mkfs.ext4 missing";
-    }
-    char pattern[] = "/tmp/tipfs-rel-loop-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return "mkdtemp failed";
-    image_dir_ = pattern;
-    image_ = image_dir_ + "/disk.img";
-    dir_ = dir;
-    std::string output;
-    if (RunCommand("truncate -s " + size + " " + image_ + " && mkfs.ext4 -q -F -b 4096 " + image_,
-                   &output) != 0) {
-      return "mkfs.ext4 failed: " + output;
-    }
-    if (RunCommand("mount -o loop,errors=remount-ro " + image_ + " " + ShellQuote(dir), &output) !=
-        0) {
-      return "mount -o loop failed: " + output;
-    }
-    mounted_ = true;
-    if (RunCommand("losetup -j " + image_ + " | cut -d: -f1", &output) != 0 || output.empty()) {
-      return "no loop device for " + image_;
-    }
-    device_ = output.substr(0, output.find('\n'));
-    rmdir((dir + "/lost+found").c_str());  // tipfs mkfs wants an empty directory
-    return "";
-  }
-
-  // ext4's reaction to a real error with errors=remount-ro: the file system turns read-only.
-  std::string TriggerReadOnly() {
-    const std::string knob =
-        "/sys/fs/ext4/" + device_.substr(device_.rfind('/') + 1) + "/trigger_fs_error";
-    if (access(knob.c_str(), W_OK) != 0) return "no " + knob + " on this kernel";
-    std::string output;
-    if (RunCommand("echo 1 > " + knob, &output) != 0) return "writing " + knob + ": " + output;
-    return "";
-  }
-
-  // Cuts the device down to `size`: every block past it fails with EIO from now on.
-  std::string Shrink(const std::string& size) {
-    std::string output;
-    if (RunCommand("truncate -s " + size + " " + image_ + " && losetup -c " + device_, &output) !=
-        0) {
-      return "shrinking " + device_ + " failed: " + output;
-    }
-    return "";
-  }
-
  private:
-  std::string image_dir_, image_, dir_, device_;
+  std::string dir_;
   bool mounted_ = false;
 };
+
+// What ext4 does on a real error with errors=remount-ro: the file system turns read-only.
+std::string ForceReadOnly(const LoopExt4& loop, const std::string& dir) {
+  std::string output;
+  if (RunCommand("mount -o remount,errors=remount-ro " + ShellQuote(dir), &output) != 0) {
+    return "remount with errors=remount-ro failed: " + output;
+  }
+  const std::string knob =
+      "/sys/fs/ext4/" + loop.device().substr(loop.device().rfind('/') + 1) + "/trigger_fs_error";
+  if (access(knob.c_str(), W_OK) != 0) return "no " + knob + " on this kernel";
+  if (RunCommand("echo 1 > " + knob, &output) != 0) return "writing " + knob + ": " + output;
+  return "";
+}
 
 // Writes all of `data` at `offset` (creating the file; a short write goes on with the rest, as
 // stdio would, and so reports the errno that stopped it), then fsyncs unless `sync` is false.
@@ -233,11 +196,11 @@ class DiskFaultsTest : public ::testing::Test {
 };
 
 TEST_F(DiskFaultsTest, FullVolumeGivesEnospcAndTakesWritesAgainOnceSpaceIsFreed) {
-  std::vector<std::unique_ptr<BackingFs>> backing;
+  std::vector<std::unique_ptr<Tmpfs>> backing;
   for (int d = 0; d < 4; ++d) {
-    backing.push_back(std::make_unique<BackingFs>());
+    backing.push_back(std::make_unique<Tmpfs>());
     // Disk 0 also holds the metadata store (whose log RocksDB preallocates).
-    ASSERT_EQ(backing.back()->Tmpfs(Disk(d), d == 0 ? "40m" : "12m"), "");
+    ASSERT_EQ(backing.back()->Mount(Disk(d), d == 0 ? "40m" : "12m"), "");
   }
   backing.front()->before_unmount = UnmountTipfs();
   CreateAndMount();
@@ -280,9 +243,9 @@ TEST_F(DiskFaultsTest, FullVolumeGivesEnospcAndTakesWritesAgainOnceSpaceIsFreed)
 }
 
 TEST_F(DiskFaultsTest, ReadOnlyDiskGivesErofsWhileReadsAndOtherDisksWork) {
-  BackingFs ext4;
+  LoopExt4 ext4;
   ext4.before_unmount = UnmountTipfs();
-  const std::string skip = ext4.Ext4(Disk(2), "64M");
+  const std::string skip = ext4.Mount(Disk(2), "64M");
   if (!skip.empty()) GTEST_SKIP() << skip;
   CreateAndMount();
   const std::string spread = PatternBytes(4 * kUnit, 51);  // one unit on each disk
@@ -299,7 +262,7 @@ TEST_F(DiskFaultsTest, ReadOnlyDiskGivesErofsWhileReadsAndOtherDisksWork) {
   }
   ASSERT_GE(unit_on_2, 0);
 
-  const std::string why = ext4.TriggerReadOnly();
+  const std::string why = ForceReadOnly(ext4, Disk(2));
   if (!why.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(ErrnoName(WriteAt(Path("spread"), unit_on_2 * kUnit + 10, "x")), "EROFS");
   EXPECT_EQ(StateOf(2), "read-only") << StatsText();
@@ -326,9 +289,9 @@ TEST_F(DiskFaultsTest, ReadOnlyDiskGivesErofsWhileReadsAndOtherDisksWork) {
 }
 
 TEST_F(DiskFaultsTest, FailedDiskShowsInStatsAndGetsNoPrefetchesWhileTheOthersServe) {
-  BackingFs ext4;
+  LoopExt4 ext4;
   ext4.before_unmount = UnmountTipfs();
-  const std::string skip = ext4.Ext4(Disk(3), "64M");
+  const std::string skip = ext4.Mount(Disk(3), "64M");
   if (!skip.empty()) GTEST_SKIP() << skip;
   CreateAndMount();
   const std::string big = PatternBytes(4 << 20, 61);  // 64 units: 16 on each disk
@@ -385,11 +348,30 @@ TEST_F(DiskFaultsTest, FailedDiskShowsInStatsAndGetsNoPrefetchesWhileTheOthersSe
   ExpectOtherDisksTakeWrites(3, "small");
 }
 
-TEST_F(DiskFaultsTest, DiskThatDisappearsShowsAsFailed) {
+TEST_F(DiskFaultsTest, DiskThatDisappearsGivesEioAndShowsAsFailed) {
   CreateAndMount();
+  const std::string before = PatternBytes(8 * kUnit, 72);  // two units on each disk
+  ASSERT_EQ(WriteAt(Path("existing"), 0, before), 0);
+  // A fresh daemon: no descriptor of the objects is open (an open one would still serve them).
+  ASSERT_EQ(volume_->Unmount(), "");
+  ASSERT_EQ(volume_->Mount(), "");
   std::error_code ec;
   std::filesystem::remove_all(Disk(1) + "/objects", ec);
   ASSERT_FALSE(ec) << ec.message();
+  // A file with units there reads as an I/O error, never as zeros where its data was (writes
+  // do not fill the daemon's cache, so the read goes to the disks), and new files fail too.
+  int failed_units = 0;
+  for (int k = 0; k < 8; ++k) {
+    std::string got;
+    const int err = ReadAt(Path("existing"), k * kUnit, kUnit, &got);
+    if (err != 0) {
+      EXPECT_EQ(ErrnoName(err), "EIO") << "unit " << k;
+      ++failed_units;
+    } else {
+      EXPECT_TRUE(got == before.substr(k * kUnit, kUnit)) << "unit " << k << " read wrong bytes";
+    }
+  }
+  EXPECT_EQ(failed_units, 2) << "the two units on the disk that went away";
   const std::string data = PatternBytes(4 * kUnit, 71);
   EXPECT_EQ(ErrnoName(WriteAt(Path("spread"), 0, data)), "EIO");
   EXPECT_EQ(StateOf(1), "failed") << StatsText();

@@ -79,7 +79,16 @@ TEST(DiskHealthBoardTest, TrackingDiskReportsResultsButNotMissingObjects) {
   EXPECT_EQ(disk.Truncate(5, 100).error(), ENOSPC);
   EXPECT_EQ(board.Get(0).state, DiskState::kFull);
   faults->Heal();
-  EXPECT_TRUE(disk.Truncate(5, 100).ok());
+  EXPECT_TRUE(disk.Truncate(5, 10).ok());  // cutting an object shorter proves no free space
+  EXPECT_EQ(board.Get(0).state, DiskState::kFull);
+  char byte = 'b';
+  stripe::DiskRequest write;
+  write.kind = stripe::DiskRequest::Kind::kWrite;
+  write.object = 5;
+  write.length = 1;
+  write.buffer = &byte;
+  write.done = [](Result<uint64_t> r) { EXPECT_TRUE(r.ok()); };
+  disk.Submit(std::move(write));  // a write that lands does
   EXPECT_EQ(board.Get(0).state, DiskState::kHealthy);
   faults->Disappear(ENOENT);
   std::vector<stripe::ObjectId> ids;
