@@ -66,7 +66,7 @@ TIPSPEC_EXPORT void tipspec_options_init(struct tipspec_options* options) {
   SpecOptions defaults;
   memset(options, 0, sizeof(*options));
   options->version = TIPSPEC_API_VERSION;
-  options->wait_for_data = defaults.wait_for_data ? 1 : 0;
+  options->wait_for_data = defaults.wait_auto ? 2 : defaults.wait_for_data ? 1 : 0;
   options->max_ahead_hints = defaults.max_ahead_hints;
   options->max_ahead_bytes = defaults.max_ahead_bytes;
   options->stall_usec = defaults.stall_usec;
@@ -83,7 +83,9 @@ TIPSPEC_EXPORT int tipspec_start(const struct tipspec_options* options) {
   if (options->version != TIPSPEC_API_VERSION) return -EPROTO;
   SpecOptions converted;
   converted.mount = options->mount != nullptr ? options->mount : "";
-  converted.wait_for_data = options->wait_for_data != 0;
+  if (options->wait_for_data > 2) return -EINVAL;
+  converted.wait_for_data = options->wait_for_data == 1;
+  converted.wait_auto = options->wait_for_data == 2;
   converted.max_ahead_hints = options->max_ahead_hints != 0 ? options->max_ahead_hints : 1;
   converted.max_ahead_bytes = options->max_ahead_bytes;
   converted.stall_usec = options->stall_usec;

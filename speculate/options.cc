@@ -53,7 +53,9 @@ Result<SpecOptions> OptionsFromEnvironment(
     return (value != nullptr && value[0] != '\0') ? value : nullptr;
   };
   if (const char* v = get("TIPSPEC_MOUNT")) options.mount = v;
-  if (const char* v = get("TIPSPEC_WAIT")) {
+  if (const char* v = get("TIPSPEC_WAIT"); v != nullptr && std::string(v) == "auto") {
+    options.wait_auto = true;
+  } else if (v != nullptr) {
     Result<bool> flag = ParseFlag("TIPSPEC_WAIT", v);
     if (!flag.ok()) return flag.status();
     options.wait_for_data = *flag;

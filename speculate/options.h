@@ -15,9 +15,13 @@ struct SpecOptions {
   // TIPSPEC_MOUNT: the mount whose files are speculated on. Empty: every mounted tipfs file
   // system (type fuse.tipfs in /proc/self/mountinfo).
   std::string mount;
-  // TIPSPEC_WAIT=0|1 (default 0): 1 = the child's reads of uncached data wait for the data
-  // (follows true data dependencies); 0 = they return at once without it (covers more ground).
+  // TIPSPEC_WAIT=0|1|auto (default 0, the best measured: bench/spec/README.md): 1 = the child's
+  // reads of uncached data wait for the data (follows true data dependencies); 0 = they return
+  // at once without it (covers more ground); auto = 0, but after kAutoWaitAfterFailures children
+  // in a row whose hints were never used (typically: garbage in place of data sent them off, see
+  // fork_policy.h), the next ones wait, until one is useful again.
   bool wait_for_data = false;
+  bool wait_auto = false;
   // TIPSPEC_MAX_AHEAD_HINTS (default 512): the child pauses when this many logged reads are not
   // yet consumed by the program. Clamped to the log capacity.
   uint32_t max_ahead_hints = 512;

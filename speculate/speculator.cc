@@ -327,6 +327,12 @@ bool Speculator::MayFork() const {
   return !disabled_after_failure_ && policy_.Stalled(last_read_nanos_);
 }
 
+bool Speculator::ChildWaits() {
+  bool waits = options_.wait_for_data || (options_.wait_auto && policy_.AutoWait());
+  if (waits) ++children_waiting_;
+  return waits;
+}
+
 bool Speculator::ForkDue() {
   if (!MayFork()) return false;
   return policy_.ForkNow(NowNanos());
@@ -361,7 +367,7 @@ void Speculator::Fork() {
   ++epoch_;
   snapshot_->Take(sink_);
   ChildConfig config{&watch_, &sink_,  &filter_, snapshot_, log_, sizeof(SharedLog),
-                     stream_, epoch_, options_.wait_for_data, getpid()};
+                     stream_, epoch_, ChildWaits(), getpid()};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -492,6 +498,7 @@ void Speculator::AfterForkInChild() {
   policy_.Start(NowNanos());
   faults_charged_ = -1;
   forks_without_slot_ = 0;
+  children_waiting_ = 0;
   child_consumed_ = 0;
   owed_head_ = owed_count_ = 0;
 }
@@ -510,6 +517,7 @@ void Speculator::Query(tipspec_counters* out) {
   out->forks_deferred =
       policy_.deferred_backoff() + policy_.deferred_budget() + forks_without_slot_;
   out->overhead_nanos = static_cast<uint64_t>(policy_.overhead_nanos());
+  out->children_waiting = children_waiting_;
 }
 
 void Speculator::PrintStatsIfAsked() {
@@ -529,7 +537,8 @@ void Speculator::PrintStatsIfAsked() {
       "tipspec.child_died_by_signal %llu\ntipspec.start_failures %llu\n"
       "tipspec.last_forbidden_syscall %llu\ntipspec.epoch %u\n"
       "tipspec.hint_bytes_consumed %llu\ntipspec.reads_behind %llu\n"
-      "tipspec.forks_deferred %llu\ntipspec.overhead_nanos %llu\n",
+      "tipspec.forks_deferred %llu\ntipspec.overhead_nanos %llu\n"
+      "tipspec.children_waiting %llu\n",
       static_cast<int>(getpid()), (unsigned long long)c.reads_checked,
       (unsigned long long)c.hints_issued, (unsigned long long)c.hint_bytes_issued,
       (unsigned long long)c.hints_consumed, (unsigned long long)c.reads_without_data,
@@ -541,7 +550,8 @@ void Speculator::PrintStatsIfAsked() {
       (unsigned long long)c.child_died_by_signal, (unsigned long long)c.start_failures,
       (unsigned long long)c.last_forbidden_syscall, c.epoch,
       (unsigned long long)c.hint_bytes_consumed, (unsigned long long)c.reads_behind,
-      (unsigned long long)c.forks_deferred, (unsigned long long)c.overhead_nanos);
+      (unsigned long long)c.forks_deferred, (unsigned long long)c.overhead_nanos,
+      (unsigned long long)c.children_waiting);
   if (n <= 0) return;
   size_t length = static_cast<size_t>(n) < sizeof(text) ? n : sizeof(text) - 1;
   int fd = 2;

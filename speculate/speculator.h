@@ -103,6 +103,8 @@ class Speculator {
   bool MayFork() const;
   // REQUIRES: mu_ held. A fork opportunity: the policy's decision (counts deferrals).
   bool ForkDue();
+  // REQUIRES: mu_ held. Whether the child about to be forked waits for data (the wait policy).
+  bool ChildWaits();
   // REQUIRES: mu_ held. Charges the minor faults since the last call (copy-on-write after forks).
   void ChargeFaults();
   bool InProgramProcess() const;
@@ -156,6 +158,7 @@ class Speculator {
   uint64_t child_consumed_ = 0;  // hints of the running child the program used
   long faults_charged_ = -1;     // minor faults counted so far; -1 before the first fork
   uint64_t forks_without_slot_ = 0;  // fork chances skipped: every log held by a dying child
+  uint64_t children_waiting_ = 0;    // children forked waiting for data
   // Reads the program did before the running child logged them, oldest first (a ring).
   std::vector<OwedRead> owed_;
   size_t owed_head_ = 0;

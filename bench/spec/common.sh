@@ -42,8 +42,8 @@ cold_mount() {
   "$TIPFS" mount "$@" "${DISKS[0]}" "$MNT"
 }
 
-# timed_run SPECULATE OUT CMD...: runs CMD in the mount root (SPECULATE=1: under `tipfs run`, its
-# counters to $WORK/tipspec.txt; SPECULATE=wait-on / wait-off: also --wait-for-data), stdout to
+# timed_run SPECULATE OUT CMD...: runs CMD in the mount root (SPECULATE=1: under `tipfs run`,
+# counters to $WORK/tipspec.txt; SPECULATE=wait-on|wait-off|wait-auto: that wait policy), stdout to
 # OUT; sets ELAPSED (seconds, from outside: launcher included).
 timed_run() {
   local speculate=$1 out=$2
@@ -56,6 +56,8 @@ timed_run() {
     wait-on | wait-off)
       prefix=("$TIPFS" run --mount "$MNT" --wait-for-data "${speculate#wait-}"
               --stats-file "$WORK/tipspec.txt" --) ;;
+    wait-auto)  # not a `tipfs run` option: the library's variable
+      prefix=(env TIPSPEC_WAIT=auto "$TIPFS" run --mount "$MNT" --stats-file "$WORK/tipspec.txt" --) ;;
   esac
   local start=$EPOCHREALTIME
   (cd "$MNT" && "${prefix[@]}" "$@" >"$out" 2>"$WORK/stderr") ||
@@ -79,7 +81,9 @@ median() {
                                  else print (a[NR/2] + a[NR/2+1]) / 2}'
 }
 # ratio A B: A / B with 3 decimals
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0 && a != "nan") printf "%.3f\n", a / b; else print "-"}'; }
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN {if (a != "nan" && b != "nan" && b + 0 > 0) printf "%.3f\n", a / b; else print "-"}'
+}
 machine_note() {
   printf '# %s, %s CPUs, load average %s (a shared machine: see bench/spec/README.md)\n' \
     "$(date -u +%Y-%m-%dT%H:%MZ)" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -8,6 +8,7 @@
 #                 data it has not got (SpecHint's way: it covers more ground, on garbage)
 #   wait-on       ... --wait-for-data on: it waits for the data it hinted (follows the true
 #                 dependencies, one read at a time)
+#   wait-auto     ... TIPSPEC_WAIT=auto: no wait, until two children in a row were useless
 #   spec-ignored  the library's default on a mount with --hints=ignore (overhead)
 # The image goes outside the mount; its summary (sizes, digest) must equal the original's.
 # Prints medians and ratios; every run goes to bench/results/spec/gnuld.csv.
@@ -35,7 +36,7 @@ OBJECT_FILES=$(cd "$MNT" && ls objects/*.tobj)
 unmount
 
 echo "profile,data_cache,repeat,variant,elapsed_s,$COUNTER_HEADER" >"$CSV"
-VARIANTS=(original manual wait-off wait-on spec-ignored)
+VARIANTS=(original manual wait-off wait-on wait-auto spec-ignored)
 n=${#VARIANTS[@]}
 for profile in $PROFILES; do
   for ((r = 0; r < REPEATS; r++)); do
@@ -47,7 +48,7 @@ for profile in $PROFILES; do
       variant=original speculate=0
       case $v in
         manual) variant=manual ;;
-        wait-off | wait-on) speculate=$v ;;
+        wait-off | wait-on | wait-auto) speculate=$v ;;
         spec-ignored) speculate=1 ;;
       esac
       # shellcheck disable=SC2086  # the object list is meant to split

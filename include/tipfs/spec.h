@@ -21,7 +21,7 @@ extern "C" {
 
 struct tipspec_options {
   uint32_t version;            /* TIPSPEC_API_VERSION */
-  uint32_t wait_for_data;      /* 1: the child waits for data it hinted (TIPSPEC_WAIT) */
+  uint32_t wait_for_data;      /* 1: the child waits for data it hinted; 2: auto (TIPSPEC_WAIT) */
   const char* mount;           /* mount to watch; NULL or "": every tipfs mount */
   uint32_t max_ahead_hints;    /* bounded run-ahead, reads (default 512) */
   uint32_t stall_usec;         /* fork only after a read this slow (default 200) */
@@ -66,7 +66,8 @@ struct tipspec_counters {
                                         children, or the overhead budget */
   uint64_t overhead_nanos;           /* estimated cost to the program: forks, ending children,
                                         copy-on-write faults after forks */
-  uint64_t reserved[4];
+  uint64_t children_waiting;         /* of the forks, children that waited for data */
+  uint64_t reserved[3];
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

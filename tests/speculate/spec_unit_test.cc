@@ -75,6 +75,10 @@ TEST(SpecOptionsTest, RejectsMalformedValuesNamingTheVariable) {
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_HINTS", "12x"}}).error(), EINVAL);
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_BYTES", "3T"}}).error(), EINVAL);
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_BEHIND", "0"}}).error(), EINVAL);
+  Result<SpecOptions> automatic = FromMap({{"TIPSPEC_WAIT", "auto"}});
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_TRUE(automatic->wait_auto);
+  EXPECT_FALSE(automatic->wait_for_data);
   Result<SpecOptions> bad_overhead = FromMap({{"TIPSPEC_MAX_OVERHEAD", "lots"}});
   EXPECT_EQ(bad_overhead.error(), EINVAL);
   EXPECT_NE(bad_overhead.status().message().find("TIPSPEC_MAX_OVERHEAD"), std::string::npos);
@@ -128,6 +132,17 @@ TEST(ForkPolicyTest, UselessChildrenBackOffExponentiallyAndAUsefulOneResets) {
   policy.ChildEnded(0);
   EXPECT_FALSE(policy.ForkNow(101)) << "back to one skip after one failure";
   EXPECT_TRUE(policy.ForkNow(102));
+}
+
+TEST(ForkPolicyTest, AutomaticWaitAfterUselessChildrenUntilOneIsUseful) {
+  ForkPolicy policy = MakePolicy(0, 255);
+  EXPECT_FALSE(policy.AutoWait());
+  policy.ChildEnded(0);
+  EXPECT_FALSE(policy.AutoWait());
+  policy.ChildEnded(0);
+  EXPECT_TRUE(policy.AutoWait());
+  policy.ChildEnded(1);
+  EXPECT_FALSE(policy.AutoWait());
 }
 
 TEST(ForkPolicyTest, BackOffIsCappedAndCanBeSwitchedOff) {
