@@ -30,6 +30,49 @@ struct FileHandle {
   std::string control_text;  // control files only
 };
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
+// A handle goes from the thread that opened it to the threads that use it and to the one that
+// releases it, through the kernel (fi->fh of later requests). ThreadSanitizer cannot see that
+// ordering, so it is annotated: the opener publishes the handle, each use acquires it and
+// publishes its own accesses when done, and the releasing thread acquires all of them.
+void PublishHandle(fuse_file_info* fi) {
+#if defined(__SANITIZE_THREAD__)
+  __tsan_release(reinterpret_cast<void*>(fi->fh));
+#else
+  (void)fi;
+#endif
+}
+// For the handler that deletes the handle.
+template <typename Handle>
+Handle* HandleOf(fuse_file_info* fi) {
+  auto* handle = reinterpret_cast<Handle*>(fi->fh);
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(handle);
+#endif
+  return handle;
+}
+// For a handler that uses the handle: Done() (or the destructor) publishes its accesses; call it
+// before replying, since the reply lets the kernel send the release.
+template <typename Handle>
+class HandleUse {
+ public:
+  explicit HandleUse(fuse_file_info* fi) : fi_(fi), handle_(HandleOf<Handle>(fi)) {}
+  ~HandleUse() { Done(); }
+  Handle* operator->() const { return handle_; }
+  void Done() {
+    if (fi_ != nullptr) PublishHandle(fi_);
+    fi_ = nullptr;
+  }
+
+ private:
+  fuse_file_info* fi_;
+  Handle* handle_;
+};
+
 FuseBridge* Bridge(fuse_req_t req) { return static_cast<FuseBridge*>(fuse_req_userdata(req)); }
 FileSystem* Fs(fuse_req_t req) { return Bridge(req)->fs(); }
 
@@ -286,6 +329,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     fi->direct_io = 1;
     fi->fh = reinterpret_cast<uint64_t>(handle.release());
+    PublishHandle(fi);
     return (void)fuse_reply_open(req, fi);
   }
   Result<OpenedFile> opened = Fs(req)->Open(ino, fi->flags);
@@ -294,6 +338,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   handle->ino = ino;
   handle->open_flags = fi->flags;
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
+  PublishHandle(fi);
   SetOpenFlags(req, opened->inode, fi);
   if (fuse_reply_open(req, fi) != 0) {
     // The opener is gone (interrupted): undo the open so the handle count stays true.
@@ -312,6 +357,7 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   handle->ino = opened->inode.ino;
   handle->open_flags = fi->flags;
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
+  PublishHandle(fi);
   SetOpenFlags(req, opened->inode, fi);
   fuse_entry_param e = EntryOf(req, opened->inode);
   if (fuse_reply_create(req, &e, fi) != 0) {
@@ -330,12 +376,16 @@ std::vector<char>& ThreadReadBuffer(size_t size) {
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
-  auto* handle = reinterpret_cast<FileHandle*>(fi->fh);
+  HandleUse<FileHandle> handle(fi);
   if (ControlFiles::IsControl(ino)) {
+    // Replied from a copy: once the reply is in, the kernel may send the release that frees
+    // the handle while libfuse's writev is still returning (sanitizers check its buffer then).
+    thread_local std::string reply;
     const std::string& text = handle->control_text;
-    if (static_cast<uint64_t>(off) >= text.size()) return (void)fuse_reply_buf(req, nullptr, 0);
-    size_t n = std::min(size, text.size() - static_cast<size_t>(off));
-    return (void)fuse_reply_buf(req, text.data() + off, n);
+    const size_t start = std::min(static_cast<size_t>(off), text.size());
+    reply.assign(text, start, std::min(size, text.size() - start));
+    handle.Done();
+    return (void)fuse_reply_buf(req, reply.data(), reply.size());
   }
   std::vector<char>& buffer = ThreadReadBuffer(size);
   const fuse_ctx* ctx = fuse_req_ctx(req);
@@ -371,7 +421,7 @@ void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 
 void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
-  std::unique_ptr<FileHandle> handle(reinterpret_cast<FileHandle*>(fi->fh));
+  std::unique_ptr<FileHandle> handle(HandleOf<FileHandle>(fi));
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
   ReplyStatus(req, Fs(req)->Release(ino));
 }
@@ -405,12 +455,13 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     for (auto& entry : *entries) handle->entries.push_back(std::move(entry));
   }
   fi->fh = reinterpret_cast<uint64_t>(handle.release());
+  PublishHandle(fi);
   if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
 }
 
 void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
-  auto* handle = reinterpret_cast<DirHandle*>(fi->fh);
+  HandleUse<DirHandle> handle(fi);
   std::vector<char> buffer(size);
   size_t used = 0;
   bool control_dir = ino == ControlFiles::kDirIno;
@@ -445,6 +496,7 @@ void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
     if (needed > remaining) break;
     used += needed;
   }
+  handle.Done();
   fuse_reply_buf(req, buffer.data(), used);
 }
 
@@ -460,7 +512,7 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
-  delete reinterpret_cast<DirHandle*>(fi->fh);
+  delete HandleOf<DirHandle>(fi);
   fuse_reply_err(req, 0);
 }
 
@@ -541,7 +593,7 @@ void OnIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_
   // A directory's fh is a DirHandle (and hinting one is EISDIR whatever its flags).
   int open_flags = O_RDONLY;
   if (fi != nullptr && !(flags & FUSE_IOCTL_DIR) && fi->fh != 0 && !ControlFiles::IsControl(ino)) {
-    open_flags = reinterpret_cast<FileHandle*>(fi->fh)->open_flags;
+    open_flags = HandleUse<FileHandle>(fi)->open_flags;
   }
   Status st = hints->Handle(caller, ino, open_flags, cmd, in_buf, in_size, out_size, &out);
   if (!st.ok()) return ReplyStatus(req, st);
