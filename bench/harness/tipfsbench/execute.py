@@ -106,7 +106,8 @@ def tipspec_row(path: Path) -> dict:
 class Progress:
     """One status line while the set runs: runs done, the run now, elapsed time and an estimate
     of what is left (from the runs measured so far: the same run's median, else the same
-    workload and variant scaled by the slowdown, else the mean run)."""
+    workload and variant scaled by the slowdown and the fraction of the work, else the mean
+    run)."""
 
     def __init__(self, total: int, mode: str):
         self.total = total
@@ -132,14 +133,14 @@ class Progress:
             self.failures += 1
         self.seconds_by_key.setdefault(run.key(), []).append(seconds)
         self.seconds_by_kind.setdefault((run.workload, run.variant), []).append(
-            seconds / run.slowdown())
+            seconds / (run.slowdown() * run.fraction))
 
     def estimate(self, run: Run) -> Optional[float]:
         if run.key() in self.seconds_by_key:
             return statistics.median(self.seconds_by_key[run.key()])
         kind = self.seconds_by_kind.get((run.workload, run.variant))
         if kind:
-            return statistics.median(kind) * run.slowdown()
+            return statistics.median(kind) * run.slowdown() * run.fraction
         every = [s for v in self.seconds_by_key.values() for s in v]
         return statistics.fmean(every) if every else None
 

@@ -202,9 +202,19 @@ class Volume:
         self.mount(options)
 
     def unmount(self) -> None:
-        if is_mounted(self.mountpoint):
-            run_checked([self.tools.tipfs, "umount", self.mountpoint],
-                        f"tipfs umount {self.mountpoint}", timeout=300)
+        """Unmounts; a mount still busy (a process killed a moment ago may hold a file open
+        until it is reaped) is tried again for a few seconds before giving up."""
+        for attempt in range(10):
+            if not is_mounted(self.mountpoint):
+                return
+            try:
+                run_checked([self.tools.tipfs, "umount", self.mountpoint],
+                            f"tipfs umount {self.mountpoint}", timeout=300)
+                return
+            except HarnessError:
+                if attempt == 9:
+                    raise
+                time.sleep(1)
 
     def daemon_cpu_seconds(self) -> Optional[float]:
         """User + system seconds the mounted daemon has used (all threads), from
