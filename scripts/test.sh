@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs and builds (scripts/setup.sh), then runs the whole test suite: unit tests and the
-# integration tests that mount real tipfs volumes. `--long` adds the long crash/soak runs.
+# integration tests that mount real tipfs volumes, then the sanitizer runs (scripts/sanitize.sh:
+# the tests labelled sanitize, the load test among them, under ASan+UBSan and under TSan).
+# `--long` adds the long crash/soak runs; `--no-sanitize` skips the sanitizer builds.
 # Leaves no mount behind, also when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,5 +20,13 @@ cleanup() {
 trap cleanup EXIT
 
 LABELS=(-LE long)
-[[ ${1:-} == --long ]] && LABELS=()
+SANITIZE=1
+for arg in "$@"; do
+  case $arg in
+    --long) LABELS=() ;;
+    --no-sanitize) SANITIZE=0 ;;
+    *) echo "test.sh: unknown option '$arg' (expected --long or --no-sanitize)" >&2; exit 2 ;;
+  esac
+done
 ctest --test-dir build --output-on-failure -j"$(nproc)" "${LABELS[@]}"
+if (( SANITIZE )); then ./scripts/sanitize.sh both; fi
