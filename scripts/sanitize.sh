@@ -33,13 +33,8 @@ run() {
   fi
 }
 
-cleanup() {
-  # A test that crashed may have left a mount under /tmp/tipfs-test-*: take it down.
-  findmnt -rn -t fuse.tipfs -o TARGET 2>/dev/null | grep '^/tmp/tipfs-test-' |
-    while read -r mp; do umount -l "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null || true; done ||
-    true  # nothing left over: grep finds nothing, which must not become the script's status
-}
-trap cleanup EXIT
+source scripts/lib/test_tmp.sh
+trap cleanup_test_tmp EXIT
 
 start=$(date +%s)
 [[ $which == address || $which == both ]] && run address build-asan

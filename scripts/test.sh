@@ -6,19 +6,6 @@
 # Leaves no mount behind, also when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
-
-tipfs_test_mounts() { findmnt -rn -t fuse.tipfs -o TARGET 2>/dev/null | grep '^/tmp/tipfs-test-' | sort; }
-BEFORE=$(tipfs_test_mounts || true)
-cleanup() {
-  # A test that crashed may have left a mount under /tmp/tipfs-test-*: take down the ones this
-  # run made (another run's live mounts are not ours).
-  comm -13 <(echo "$BEFORE") <(tipfs_test_mounts || true) | while read -r mp; do
-    [[ -n $mp ]] && { umount -l "$mp" 2>/dev/null || fusermount3 -uz "$mp" 2>/dev/null || true; }
-  done
-}
-trap cleanup EXIT
-
 LABELS=(-LE long)
 SANITIZE=1
 for arg in "$@"; do
@@ -28,5 +15,10 @@ for arg in "$@"; do
     *) echo "test.sh: unknown option '$arg' (expected --long or --no-sanitize)" >&2; exit 2 ;;
   esac
 done
+./scripts/setup.sh
+
+source scripts/lib/test_tmp.sh
+trap cleanup_test_tmp EXIT
+
 ctest --test-dir build --output-on-failure -j"$(nproc)" "${LABELS[@]}"
 if (( SANITIZE )); then ./scripts/sanitize.sh both; fi

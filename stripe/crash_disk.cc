@@ -95,7 +95,7 @@ class CrashDisk::SyncJob {
   Status error_;
 };
 
-CrashDisk::CrashDisk(std::unique_ptr<Disk> inner) : inner_(std::move(inner)) {}
+CrashDisk::CrashDisk(std::unique_ptr<Disk> inner) : DiskWrapper(std::move(inner)) {}
 
 CrashDisk::~CrashDisk() = default;
 
@@ -298,8 +298,6 @@ Status CrashDisk::ListObjects(std::vector<ObjectId>* out) {
   out->insert(out->end(), all.begin(), all.end());
   return Status::OK();
 }
-
-Result<DiskUsage> CrashDisk::Usage() { return inner_->Usage(); }
 
 Status CrashDisk::SyncAll() {
   std::vector<ObjectId> held;

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "stripe/disk.h"
+#include "stripe/disk_wrapper.h"
 
 namespace tipfs::stripe {
 
-class CrashDisk : public Disk {
+class CrashDisk : public DiskWrapper {
  public:
   enum class CrashMode : uint8_t {
     kDropAll,       // nothing unsynced survives
@@ -53,16 +53,13 @@ class CrashDisk : public Disk {
   // Held (unsynced) operations and the bytes their writes carry.
   uint64_t held_ops() const;
   uint64_t held_bytes() const;
-  Disk* inner() const { return inner_.get(); }
 
   void Submit(DiskRequest request) override;
   Status Truncate(ObjectId object, uint64_t size) override;
   Status Remove(ObjectId object) override;
   Result<ObjectInfo> Stat(ObjectId object) override;
   Status ListObjects(std::vector<ObjectId>* out) override;
-  Result<DiskUsage> Usage() override;
   Status SyncAll() override;
-  std::string name() const override { return inner_->name(); }
 
  private:
   struct HeldOp {
@@ -89,7 +86,6 @@ class CrashDisk : public Disk {
   // Blocking helpers on the inner disk.
   Status InnerWrite(ObjectId object, uint64_t offset, const char* data, uint64_t length);
 
-  const std::unique_ptr<Disk> inner_;
   mutable std::mutex mu_;
   std::map<ObjectId, ObjectState> objects_;  // GUARDED_BY(mu_)
   uint64_t next_seq_ = 1;                    // GUARDED_BY(mu_)

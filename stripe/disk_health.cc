@@ -127,7 +127,7 @@ void DiskHealthBoard::SetListener(Listener listener) {
 
 HealthTrackingDisk::HealthTrackingDisk(std::unique_ptr<Disk> inner, uint32_t index,
                                        DiskHealthBoard* board)
-    : inner_(std::move(inner)), index_(index), board_(board) {}
+    : DiskWrapper(std::move(inner)), index_(index), board_(board) {}
 
 void HealthTrackingDisk::Submit(DiskRequest request) {
   const bool write = request.kind != DiskRequest::Kind::kRead;

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "stripe/disk.h"
+#include "stripe/disk_wrapper.h"
 #include "stripe/layout.h"
 
 namespace tipfs::stripe {
@@ -83,7 +83,7 @@ class DiskHealthBoard {
 };
 
 // Reports every result of the disk it wraps to a board.
-class HealthTrackingDisk : public Disk {
+class HealthTrackingDisk : public DiskWrapper {
  public:
   // REQUIRES: board outlives this disk.
   HealthTrackingDisk(std::unique_ptr<Disk> inner, uint32_t index, DiskHealthBoard* board);
@@ -95,10 +95,8 @@ class HealthTrackingDisk : public Disk {
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;
   Status SyncAll() override;
-  std::string name() const override { return inner_->name(); }
 
  private:
-  const std::unique_ptr<Disk> inner_;
   const uint32_t index_;
   DiskHealthBoard* const board_;
 };

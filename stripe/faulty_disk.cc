@@ -4,7 +4,7 @@
 
 namespace tipfs::stripe {
 
-FaultyDisk::FaultyDisk(std::unique_ptr<Disk> inner) : inner_(std::move(inner)) {}
+FaultyDisk::FaultyDisk(std::unique_ptr<Disk> inner) : DiskWrapper(std::move(inner)) {}
 
 void FaultyDisk::FailAlways(unsigned ops, int err) { FailAfter(0, ops, err); }
 

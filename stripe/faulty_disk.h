@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "stripe/disk.h"
+#include "stripe/disk_wrapper.h"
 
 namespace tipfs::stripe {
 
-class FaultyDisk : public Disk {
+class FaultyDisk : public DiskWrapper {
  public:
   enum Ops : unsigned { kReads = 1, kWrites = 2, kReadsAndWrites = 3 };
 
@@ -40,7 +40,6 @@ class FaultyDisk : public Disk {
 
   // Requests and calls failed so far.
   uint64_t injected() const;
-  Disk* inner() const { return inner_.get(); }
 
   void Submit(DiskRequest request) override;
   Status Truncate(ObjectId object, uint64_t size) override;
@@ -49,7 +48,6 @@ class FaultyDisk : public Disk {
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;
   Status SyncAll() override;
-  std::string name() const override { return inner_->name(); }
 
  private:
   struct Rule {
@@ -63,7 +61,6 @@ class FaultyDisk : public Disk {
   // should pass through.
   Status Check(unsigned op, std::optional<ObjectId> object, const char* what);
 
-  const std::unique_ptr<Disk> inner_;
   mutable std::mutex mu_;
   std::vector<Rule> rules_;  // GUARDED_BY(mu_)
   int disappeared_err_ = 0;  // GUARDED_BY(mu_)

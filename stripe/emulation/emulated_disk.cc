@@ -213,7 +213,7 @@ void DiskEmulator::Run(Ready* ready) {
 
 EmulatedDisk::EmulatedDisk(std::unique_ptr<Disk> inner, Clock* clock,
                            const EmulatedDiskOptions& options)
-    : inner_(std::move(inner)), emulator_(std::make_shared<DiskEmulator>(clock, options)) {}
+    : DiskWrapper(std::move(inner)), emulator_(std::make_shared<DiskEmulator>(clock, options)) {}
 
 void EmulatedDisk::Submit(DiskRequest request) {
   const uint64_t id = emulator_->Enter(&request);
@@ -223,14 +223,5 @@ void EmulatedDisk::Submit(DiskRequest request) {
   };
   inner_->Submit(std::move(request));
 }
-
-Status EmulatedDisk::Truncate(ObjectId object, uint64_t size) {
-  return inner_->Truncate(object, size);
-}
-Status EmulatedDisk::Remove(ObjectId object) { return inner_->Remove(object); }
-Result<ObjectInfo> EmulatedDisk::Stat(ObjectId object) { return inner_->Stat(object); }
-Status EmulatedDisk::ListObjects(std::vector<ObjectId>* out) { return inner_->ListObjects(out); }
-Result<DiskUsage> EmulatedDisk::Usage() { return inner_->Usage(); }
-Status EmulatedDisk::SyncAll() { return inner_->SyncAll(); }
 
 }  // namespace tipfs::stripe

@@ -32,7 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "stripe/disk.h"
+#include "stripe/disk_wrapper.h"
 #include "stripe/emulation/disk_model.h"
 #include "stripe/emulation/disk_model_config.h"
 #include "util/clock.h"
@@ -105,26 +105,17 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
   DiskStats extra_;  // GUARDED_BY(mu_): the EmulatedDisk fields of DiskStats
 };
 
-class EmulatedDisk : public Disk {
+class EmulatedDisk : public DiskWrapper {
  public:
   EmulatedDisk(std::unique_ptr<Disk> inner, Clock* clock, const EmulatedDiskOptions& options);
 
   void Submit(DiskRequest request) override;
-  Status Truncate(ObjectId object, uint64_t size) override;
-  Status Remove(ObjectId object) override;
-  Result<ObjectInfo> Stat(ObjectId object) override;
-  Status ListObjects(std::vector<ObjectId>* out) override;
-  Result<DiskUsage> Usage() override;
-  Status SyncAll() override;
-  std::string name() const override { return inner_->name(); }
 
   DiskEmulator* emulator() const { return emulator_.get(); }
   // A handle that stays valid after the disk is gone (for EmulatedArray).
   std::shared_ptr<DiskEmulator> shared_emulator() const { return emulator_; }
-  Disk* inner() const { return inner_.get(); }
 
  private:
-  const std::unique_ptr<Disk> inner_;
   const std::shared_ptr<DiskEmulator> emulator_;
 };
 
