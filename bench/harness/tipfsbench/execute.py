@@ -238,8 +238,11 @@ class Runner:
                 argv = prefix + ["--"] + argv
         load_before = load_average()
         started = time.strftime("%Y-%m-%dT%H:%M:%S")
+        # `tipfs run` preloads the library of the build being measured, not whichever one it
+        # would find first (a copied build still knows the path of the tree it was built in).
+        env = dict(os.environ, TIPSPEC_LIBRARY=str(self.tools.libtipspec))
         measured = run_timed(argv, cwd, Path(f"{stem}.stdout"), Path(f"{stem}.stderr"),
-                             self.timeout)
+                             self.timeout, env=env)
         load_after = load_average()
         row = {column: "" for column in COLUMNS}
         row.update({
