@@ -18,9 +18,10 @@ while (($#)); do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-BUILD=${BUILD_DIR:-build}
-TIPFS=$PWD/$BUILD/cli/tipfs
-CHURN=$PWD/$BUILD/bench/foundation/metadata_churn
+BUILD=${BUILD_DIR:-build}  # relative to the repository, or absolute
+[[ $BUILD = /* ]] || BUILD=$PWD/$BUILD
+TIPFS=$BUILD/cli/tipfs
+CHURN=$BUILD/bench/foundation/metadata_churn
 [[ -x $TIPFS && -x $CHURN ]] || { echo "build first: scripts/setup.sh" >&2; exit 1; }
 command -v fio >/dev/null || { echo "fio is missing: scripts/setup.sh installs it" >&2; exit 1; }
 
