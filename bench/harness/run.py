@@ -156,14 +156,16 @@ def write_report(results_dir: Path, no_plots: bool) -> list:
         "load": (f"{min(loads):.1f}-{max(loads):.1f} over the runs" if loads
                  else f"{config['load_at_start']:.1f} at the start"),
         "scale": config["args"]["scale"], "seed": config["args"]["seed"], "git": config["git"],
+        "max_load": max(loads) if loads else None, "cpus": os.cpu_count(),
     }
     (results_dir / "summary.md").write_text(report.summary_markdown(results, context),
                                             encoding="utf-8")
     if no_plots:
         return []
+    machine_state = "quiet" if report.measured_quietly(context) else "shared, loaded"
     o = results.plan["options"]
     subtitle = (f"base: {o['disks']} disks {o['profile']}, cache {o['cache']}, {o['data_cache']}, "
-                f"cold; measured on a shared, loaded machine ({config['started']})")
+                f"cold; measured on a {machine_state} machine ({config['started']})")
     _, problems = plots.draw_all(results_dir, set(o["figures"]), subtitle, OVERHEAD_GOAL)
     return problems
 

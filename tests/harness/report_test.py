@@ -203,6 +203,11 @@ class ReportTest(unittest.TestCase):
         self.assertRegex(text, r"\| agrep \| 11\.00 s \(10\.00-12\.00\) \|.*\| 0\.30 \| 0\.27 \|"
                                r" 0\.30 \| 0\.29 \| <= 0\.28 \| no \|")
         self.assertIn("1 printed something other than the original", text)
+        quiet = dict(context, max_load=2.5, cpus=2)
+        self.assertIn("Measured on a quiet machine", report.summary_markdown(self.results, quiet))
+        busy = dict(context, max_load=6.0, cpus=2)
+        self.assertIn("Measured on a shared, loaded machine",
+                      report.summary_markdown(self.results, busy))
         # Figure 6's goal: speculating within 5 % of manual at every ratio (1.10 at ratio 1).
         self.assertIn("| agrep | 1: 1.10, 2: 1.00 | 1.10 | <= 1.05 | no |", text)
 

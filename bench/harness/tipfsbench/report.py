@@ -288,14 +288,26 @@ def _ratio_cell(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def measured_quietly(context: dict) -> bool:
+    """Whether the load average (which counts the benchmark's own program, daemon and
+    speculating child, about two) stayed at or under the CPU count plus one over the set."""
+    max_load, cpus = context.get("max_load"), context.get("cpus")
+    return max_load is not None and bool(cpus) and max_load <= cpus + 1
+
+
 def summary_markdown(results: Results, context: dict) -> str:
     """summary.md: the headline table beside Table 7 and the goals, coverage, Figure 4 and 6
     against their goals, the sweeps, the real programs, output agreement, failures."""
     o = results.plan["options"]
     lines = [f"# tipfs benchmark results ({context['started']})", ""]
-    lines += [f"**Measured on a shared, loaded machine** ({context['machine']}; load average "
-              f"{context['load']}): only ratios within this set mean much; the lead re-runs the "
-              "final set on a quiet machine.", ""]
+    if measured_quietly(context):
+        lines += [f"**Measured on a quiet machine** ({context['machine']}; load average "
+                  f"{context['load']}, the benchmark's own included): ratios within this set are "
+                  "the numbers to quote; absolute times hold for this machine only.", ""]
+    else:
+        lines += [f"**Measured on a shared, loaded machine** ({context['machine']}; load average "
+                  f"{context['load']}): only ratios within this set mean much; re-run the set on "
+                  "a quiet machine for numbers to quote.", ""]
     lines += [f"Setup: {o['disks']} disks `{o['profile']}`, cache {o['cache']}, "
               f"`--data-cache {o['data_cache']}`, cold (page cache dropped and the daemon "
               f"remounted before every run), medians of {o['repeats']} (min-max in brackets); "
