@@ -132,8 +132,9 @@ struct StreamInfo {
 // A snapshot of the cache's counters and gauges (fusefs renders it as .tipfs/stats text and JSON
 // and as Prometheus text in .tipfs/metrics). Counters only grow; gauges are current values.
 struct CacheStats {
-  // Demand reads, counted per block: hit = served from memory without waiting; miss = waited
-  // for the disk (a new fetch, or `inflight_waits`: joined a fetch already in flight).
+  // Demand reads: `demand_reads` counts read requests; hits and misses count the blocks they
+  // touched: hit = served from memory without waiting; miss = waited for the disk (a new fetch,
+  // or `inflight_waits`: joined a fetch already in flight).
   uint64_t demand_reads = 0;
   uint64_t demand_hits = 0;
   uint64_t demand_misses = 0;

@@ -43,7 +43,7 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
       {"cache.buffers.hinted", double(s.hinted_buffers), "gauge", "Buffers held for hints"},
       {"cache.buffers.evict_first", double(s.evict_first_buffers), "gauge", "Buffers of cancelled hints"},
       {"cache.buffers.fetching", double(s.fetching_buffers), "gauge", "Buffers being fetched"},
-      {"demand.reads", double(s.demand_reads), "counter", "Demand block reads"},
+      {"demand.reads", double(s.demand_reads), "counter", "Demand read requests"},
       {"demand.hits", double(s.demand_hits), "counter", "Demand block reads served from memory"},
       {"demand.misses", double(s.demand_misses), "counter", "Demand block reads that waited for a disk"},
       {"demand.stall.nanos", double(s.stall_nanos), "counter", "Time readers waited for disks"},
@@ -108,10 +108,10 @@ std::string StatsReport::Text() const {
                 ", evict-first %" PRIu64 ", fetching %" PRIu64 "\n",
           FormatSize(s.capacity_blocks * s.block_size).c_str(), FormatSize(s.block_size).c_str(),
           s.lru_buffers, s.hinted_buffers, s.evict_first_buffers, s.fetching_buffers);
-  Appendf(&out, "demand: %" PRIu64 " block reads, %" PRIu64 " hits (%.1f%%), %" PRIu64
-                " misses, stall %.3f s\n",
-          s.demand_reads, s.demand_hits, Percent(s.demand_hits, s.demand_reads), s.demand_misses,
-          static_cast<double>(s.stall_nanos) / 1e9);
+  Appendf(&out, "demand: %" PRIu64 " reads; blocks: %" PRIu64 " hits (%.1f%%), %" PRIu64
+                " misses; stall %.3f s\n",
+          s.demand_reads, s.demand_hits, Percent(s.demand_hits, s.demand_hits + s.demand_misses),
+          s.demand_misses, static_cast<double>(s.stall_nanos) / 1e9);
   Appendf(&out, "read-ahead: %" PRIu64 " issued, %" PRIu64 " hits, %" PRIu64 " evicted unused\n",
           s.readahead_issued, s.readahead_hits, s.readahead_evicted_unused);
   Appendf(&out, "hints: %" PRIu64 " calls (%" PRIu64 " refused); %" PRIu64 " prefetched, %" PRIu64
