@@ -1,14 +1,14 @@
 // `tipfs fsck [--repair] DISK`: checks an unmounted volume and, with --repair, fixes what it
 // safely can. One line per problem on stdout ("[kind] what; what was done"), a summary at the
 // end; exit codes as e2fsck's
-// (0 clean, 1 repaired, 4 problems left, 8 operational error). See fusefs/fsck/fsck.h.
+// (0 clean, 1 repaired, 4 problems left, 8 operational error). See fsck/fsck.h.
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "fusefs/daemon.h"
-#include "fusefs/fsck/fsck.h"
+#include "fsck/fsck.h"
 #include "stripe/volume.h"
 
 namespace tipfs::cli {

@@ -66,8 +66,8 @@ Result<std::string> MountOf(const std::string& path) {
   for (const MountEntry& entry : ReadMountTable()) {
     if (entry.fstype != "fuse.tipfs") continue;
     const std::string& mp = entry.mountpoint;
-    if (path.compare(0, mp.size(), mp) == 0 && (path.size() == mp.size() || path[mp.size()] == '/') &&
-        mp.size() > best.size()) {
+    if (path.compare(0, mp.size(), mp) == 0 &&
+        (path.size() == mp.size() || path[mp.size()] == '/') && mp.size() > best.size()) {
       best = mp;
     }
   }
@@ -111,12 +111,14 @@ int RunHint(const HintArgs& args) {
       return Fail("hint", Status::InvalidArgument(spec + " is on another mount than " + mount));
     }
     // Relative to the mount's root (a leading '/' would mean an absolute path to the daemon).
-    std::string relative = target->path.size() > mount.size() ? target->path.substr(mount.size() + 1)
-                                                              : std::string(".");
-    if (tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset, target->length) != 0) {
+    std::string relative = target->path.size() > mount.size()
+                               ? target->path.substr(mount.size() + 1)
+                               : std::string(".");
+    if (tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset, target->length) !=
+        0) {
       if (errno != ENOSPC || tipfs_hint_paths_send(fd, request.get()) != 0 ||
-          tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset,
-                               target->length) != 0) {
+          tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset, target->length) !=
+              0) {
         return Fail("hint", ErrnoStatus("hint " + spec));
       }
     }
@@ -133,9 +135,11 @@ int RunHint(const HintArgs& args) {
 
 Runner AddHintCommand(CLI::App* app) {
   auto args = std::make_shared<HintArgs>();
-  app->add_option("--list", args->list_file, "Read more PATH[:OFFSET[:LENGTH]] lines from FILE (- = stdin)");
+  app->add_option("--list", args->list_file,
+                  "Read more PATH[:OFFSET[:LENGTH]] lines from FILE (- = stdin)");
   app->add_option("--source", args->source, "Hint source: warmup (prefetch in this order)");
-  app->add_option("PATH", args->specs, "PATH[:OFFSET[:LENGTH]] inside a tipfs mount, in read order");
+  app->add_option("PATH", args->specs,
+                  "PATH[:OFFSET[:LENGTH]] inside a tipfs mount, in read order");
   return [args] { return RunHint(*args); };
 }
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "stripe/layout.h"
 #include "stripe/volume.h"
 #include "util/units.h"
@@ -24,7 +24,8 @@ int RunMkfs(const MkfsArgs& args) {
   Result<uint64_t> unit = ParseSize(args.stripe_unit);
   if (!unit.ok()) return Fail("mkfs", unit.status().WithContext("--stripe-unit"));
   if (*unit > UINT32_MAX) {
-    return Fail("mkfs", Status::InvalidArgument("--stripe-unit " + args.stripe_unit + " is too large"));
+    return Fail("mkfs",
+                Status::InvalidArgument("--stripe-unit " + args.stripe_unit + " is too large"));
   }
   options.stripe_unit = static_cast<uint32_t>(*unit);
 

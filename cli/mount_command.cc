@@ -116,7 +116,8 @@ Runner AddMountCommand(CLI::App* app) {
   app->add_flag("-f,--foreground", args->foreground, "Serve in the foreground instead of a daemon");
   app->add_option("--cache-size", args->cache_size, "Daemon block cache capacity (default 256M)")
       ->check(SizeValidator());
-  app->add_option("--hints", args->hints, "on: act on hints; ignore: accept and count, prefetch nothing")
+  app->add_option("--hints", args->hints,
+                  "on: act on hints; ignore: accept and count, prefetch nothing")
       ->check(CLI::IsMember({"on", "ignore"}));
   app->add_option("--readahead", args->readahead, "Sequential read-ahead for unhinted reads")
       ->check(CLI::IsMember({"on", "off"}));
@@ -128,7 +129,8 @@ Runner AddMountCommand(CLI::App* app) {
   app->add_flag("--allow-other", args->allow_other, "Let users other than the mounter in");
   app->add_option("--log", args->log_file, "Where the background daemon writes its messages");
   app->add_option("DISK", args->disk, "Any disk of the volume")->required();
-  app->add_option("MOUNTPOINT", args->mountpoint, "An existing, empty-of-mounts directory")->required();
+  app->add_option("MOUNTPOINT", args->mountpoint, "An existing, empty-of-mounts directory")
+      ->required();
   return [args] { return RunMount(*args); };
 }
 

@@ -24,7 +24,8 @@ int RunRun(const RunArgs& args) {
   spec::RunOptions options;
   if (!args.mount.empty()) {
     std::optional<TipfsMount> mount = FindTipfsMount(args.mount);
-    if (!mount) return Fail("run", Status::InvalidArgument(args.mount + " is not a tipfs mount point"));
+    if (!mount)
+      return Fail("run", Status::InvalidArgument(args.mount + " is not a tipfs mount point"));
     options.mount = mount->mountpoint;
   }
   if (!args.wait.empty()) options.wait_for_data = args.wait == "on";
@@ -39,7 +40,8 @@ int RunRun(const RunArgs& args) {
 
 Runner AddRunCommand(CLI::App* app) {
   auto args = std::make_shared<RunArgs>();
-  app->add_option("--mount", args->mount, "Speculate on this tipfs mount only (default: every one)");
+  app->add_option("--mount", args->mount,
+                  "Speculate on this tipfs mount only (default: every one)");
   app->add_option("--wait-for-data", args->wait,
                   "on: the speculating copy waits for data it hinted (follows data dependencies); "
                   "off: it runs on without it")

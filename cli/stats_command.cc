@@ -52,7 +52,8 @@ Runner AddStatsCommand(CLI::App* app) {
   app->add_flag("--json", args->json, "Machine-readable JSON");
   app->add_flag("--breakdown", args->breakdown,
                 "Per-subsystem time breakdown (FUSE, metadata, cache, disk wait, copy, hints)");
-  app->add_option("--watch", args->watch_seconds, "Repeat every SECONDS")->check(CLI::PositiveNumber);
+  app->add_option("--watch", args->watch_seconds, "Repeat every SECONDS")
+      ->check(CLI::PositiveNumber);
   app->add_option("MOUNTPOINT", args->mountpoint, "A mounted tipfs volume")->required();
   return [args] { return RunStats(*args); };
 }

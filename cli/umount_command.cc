@@ -62,9 +62,9 @@ int RunUmount(const std::string& mountpoint) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   while (daemon > 0 && Running(daemon)) {
     if (std::chrono::steady_clock::now() > deadline) {
-      return Fail("umount", Status::FromErrno(ETIMEDOUT, "the daemon (pid " +
-                                                             std::to_string(daemon) +
-                                                             ") did not exit within 2 minutes"));
+      return Fail("umount",
+                  Status::FromErrno(ETIMEDOUT, "the daemon (pid " + std::to_string(daemon) +
+                                                   ") did not exit within 2 minutes"));
     }
     // A daemon started from this process (tests) would stay a zombie without this.
     waitpid(daemon, nullptr, WNOHANG);

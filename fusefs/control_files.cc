@@ -33,7 +33,8 @@ Result<std::string> ControlFiles::Render(uint64_t ino) const {
 Status ControlFiles::Write(uint64_t ino, std::string_view text) const {
   const File* file = Find(ino);
   if (file == nullptr) return Status::NotFound("no such control file");
-  if (!file->write) return Status::FromErrno(EACCES, "control file " + file->name + " is read-only");
+  if (!file->write)
+    return Status::FromErrno(EACCES, "control file " + file->name + " is read-only");
   return file->write(text);
 }
 

@@ -12,7 +12,7 @@
 #include "cache/file_cache.h"
 #include "fusefs/control_files.h"
 #include "fusefs/disk_array.h"
-#include "fusefs/fsck/fsck.h"
+#include "fsck/fsck.h"
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/hint_ioctls.h"
 #include "fusefs/stats_report.h"
@@ -105,7 +105,8 @@ Status CheckMountpoint(const std::string& mountpoint) {
   bool mounted = false;
   for (const MountEntry& entry : ReadMountTable()) mounted |= entry.mountpoint == canonical;
   if (mounted) {
-    return Status::Busy("mountpoint " + mountpoint + " is busy: something is already mounted there");
+    return Status::Busy("mountpoint " + mountpoint +
+                        " is busy: something is already mounted there");
   }
   return Status::OK();
 }

@@ -64,8 +64,6 @@ Result<Inode> FileSystem::GetAttr(Ino ino) {
   return meta_->Get(ino);
 }
 
-
-
 Result<Inode> FileSystem::SetAttr(Ino ino, meta::AttrChange change) {
   if (!change.size) return meta_->SetAttr(ino, change);
   std::shared_ptr<InodeState> state = inodes_.State(ino);
@@ -144,7 +142,9 @@ Status FileSystem::Rename(Ino parent, std::string_view name, Ino new_parent,
 }
 
 Result<std::string> FileSystem::ReadLink(Ino ino) {
-  PerfSection metadata(Subsystem::kMetadata); return meta_->ReadLink(ino); }
+  PerfSection metadata(Subsystem::kMetadata);
+  return meta_->ReadLink(ino);
+}
 
 Result<OpenedFile> FileSystem::Open(Ino ino, int flags) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
@@ -276,7 +276,9 @@ Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first) {
 }
 
 Result<std::vector<meta::DirEntry>> FileSystem::ListDir(Ino ino) {
-  PerfSection metadata(Subsystem::kMetadata); return meta_->ListDir(ino); }
+  PerfSection metadata(Subsystem::kMetadata);
+  return meta_->ListDir(ino);
+}
 
 Result<std::string> FileSystem::GetXattr(Ino ino, std::string_view name) {
   PerfSection metadata(Subsystem::kMetadata);
@@ -289,7 +291,9 @@ Status FileSystem::SetXattr(Ino ino, std::string_view name, std::string_view val
 }
 
 Result<std::vector<std::string>> FileSystem::ListXattrs(Ino ino) {
-  PerfSection metadata(Subsystem::kMetadata); return meta_->ListXattrs(ino); }
+  PerfSection metadata(Subsystem::kMetadata);
+  return meta_->ListXattrs(ino);
+}
 
 Status FileSystem::RemoveXattr(Ino ino, std::string_view name) {
   PerfSection metadata(Subsystem::kMetadata);
@@ -321,6 +325,8 @@ Result<struct statvfs> FileSystem::StatFs() {
 }
 
 Status FileSystem::SyncAll() {
-  PerfSection metadata(Subsystem::kMetadata); return meta_->Sync(); }
+  PerfSection metadata(Subsystem::kMetadata);
+  return meta_->Sync();
+}
 
 }  // namespace tipfs::fusefs

@@ -20,7 +20,7 @@
 
 #include "cache/file_cache.h"
 #include "fusefs/inode_table.h"
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "stripe/volume.h"
 #include "util/clock.h"
 #include "util/status.h"
@@ -67,8 +67,8 @@ class FileSystem {
   // open(2) of an existing inode; O_TRUNC truncates.
   Result<OpenedFile> Open(Ino ino, int flags);
   // Creates and opens a regular file (EEXIST if it exists: the kernel handles O_EXCL).
-  Result<OpenedFile> Create(const Caller& caller, Ino parent, std::string_view name,
-                            uint32_t mode, int flags);
+  Result<OpenedFile> Create(const Caller& caller, Ino parent, std::string_view name, uint32_t mode,
+                            int flags);
   Result<size_t> Read(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
                       char* out);
   Result<size_t> Write(Ino ino, uint64_t offset, const char* data, size_t length);

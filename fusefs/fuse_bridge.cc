@@ -110,7 +110,8 @@ struct stat ControlStat(uint64_t ino, bool writable) {
   struct stat st = {};
   st.st_ino = ino;
   st.st_nlink = ino == ControlFiles::kDirIno ? 2 : 1;
-  st.st_mode = ino == ControlFiles::kDirIno ? (S_IFDIR | 0555) : (S_IFREG | (writable ? 0644 : 0444));
+  st.st_mode =
+      ino == ControlFiles::kDirIno ? (S_IFDIR | 0555) : (S_IFREG | (writable ? 0644 : 0444));
   st.st_blksize = 4096;
   return st;
 }
@@ -177,7 +178,8 @@ void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
   for (size_t i = 0; i < count; ++i) {
-    if (!ControlFiles::IsControl(forgets[i].ino)) Fs(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+    if (!ControlFiles::IsControl(forgets[i].ino))
+      Fs(req)->Forget(forgets[i].ino, forgets[i].nlookup);
   }
   fuse_reply_none(req);
 }
@@ -389,7 +391,8 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   }
   std::vector<char>& buffer = ThreadReadBuffer(size);
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  cache::ReadContext context = ReadContextFor(static_cast<uint32_t>(ctx->pid), Bridge(req)->hints());
+  cache::ReadContext context =
+      ReadContextFor(static_cast<uint32_t>(ctx->pid), Bridge(req)->hints());
   Result<size_t> n = Fs(req)->Read(context, ino, static_cast<uint64_t>(off), size, buffer.data());
   if (!n.ok()) return ReplyStatus(req, n.status());
   RecordTick(Bridge(req)->statistics(), FUSE_READ_OPS);
@@ -488,8 +491,8 @@ void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
         if (!inode.ok()) continue;  // removed since opendir
         e = EntryOf(req, *inode);
       }
-      needed = fuse_add_direntry_plus(req, buffer.data() + used, remaining, entry.name.c_str(),
-                                      &e, static_cast<off_t>(i + 1));
+      needed = fuse_add_direntry_plus(req, buffer.data() + used, remaining, entry.name.c_str(), &e,
+                                      static_cast<off_t>(i + 1));
       // Every entry but "." and ".." hands the kernel a lookup reference, once it fits.
       if (needed <= remaining && !dots && !control_dir) Fs(req)->inodes()->AddLookups(entry.ino);
     }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "fusefs/process_ids.h"
-#include "util/perf_context.h"
 #include "tipfs/hint.h"
+#include "util/perf_context.h"
 
 namespace tipfs::fusefs {
 namespace {
@@ -34,7 +34,8 @@ Status CheckHeader(const tipfs_hint_header& header) {
 
 // Clips [offset, offset + length) (length 0: to end of file) to the file; false when nothing of
 // it lies inside the file. EINVAL for a negative or overflowing range.
-Result<bool> ClipRange(uint64_t offset, uint64_t length, uint64_t file_size, cache::HintExtent* out) {
+Result<bool> ClipRange(uint64_t offset, uint64_t length, uint64_t file_size,
+                       cache::HintExtent* out) {
   if (offset > kMaxOffset || length > kMaxOffset || offset + length > kMaxOffset) {
     return Status::InvalidArgument("hint range at " + std::to_string(offset) + " of length " +
                                    std::to_string(length) + " is negative or overflows");
@@ -67,12 +68,22 @@ Status HintIoctls::Handle(const IoctlCaller& caller, uint64_t ino, int open_flag
   PerfSection section(Subsystem::kHintProcessing);
   size_t expected;
   switch (command) {
-    case TIPFS_IOC_HINT_FD: expected = sizeof(tipfs_hint_fd); break;
-    case TIPFS_IOC_HINT_PATHS: expected = sizeof(tipfs_hint_paths); break;
-    case TIPFS_IOC_CANCEL: expected = sizeof(tipfs_cancel); break;
-    case TIPFS_IOC_QUERY: expected = sizeof(tipfs_query); break;
+    case TIPFS_IOC_HINT_FD:
+      expected = sizeof(tipfs_hint_fd);
+      break;
+    case TIPFS_IOC_HINT_PATHS:
+      expected = sizeof(tipfs_hint_paths);
+      break;
+    case TIPFS_IOC_CANCEL:
+      expected = sizeof(tipfs_cancel);
+      break;
+    case TIPFS_IOC_QUERY:
+      expected = sizeof(tipfs_query);
+      break;
     case TIPFS_IOC_SPEC_ATTACH:
-    case TIPFS_IOC_SPEC_DETACH: expected = sizeof(tipfs_spec_attach); break;
+    case TIPFS_IOC_SPEC_DETACH:
+      expected = sizeof(tipfs_spec_attach);
+      break;
     default:
       return Status::FromErrno(ENOTTY, "unknown ioctl command");
   }
@@ -82,14 +93,19 @@ Status HintIoctls::Handle(const IoctlCaller& caller, uint64_t ino, int open_flag
   }
   TIPFS_RETURN_IF_ERROR(CheckHeader(*static_cast<const tipfs_hint_header*>(in)));
   switch (command) {
-    case TIPFS_IOC_HINT_FD: return HintFd(caller, ino, open_flags, in);
-    case TIPFS_IOC_HINT_PATHS: return HintPaths(caller, in);
-    case TIPFS_IOC_CANCEL: return Cancel(caller, in);
+    case TIPFS_IOC_HINT_FD:
+      return HintFd(caller, ino, open_flags, in);
+    case TIPFS_IOC_HINT_PATHS:
+      return HintPaths(caller, in);
+    case TIPFS_IOC_CANCEL:
+      return Cancel(caller, in);
     case TIPFS_IOC_QUERY:
       if (out_size < sizeof(tipfs_query)) return Status::InvalidArgument("query reply too small");
       return Query(caller, in, out);
-    case TIPFS_IOC_SPEC_ATTACH: return Attach(caller, in);
-    default: return Detach(caller);
+    case TIPFS_IOC_SPEC_ATTACH:
+      return Attach(caller, in);
+    default:
+      return Detach(caller);
   }
 }
 
@@ -99,8 +115,8 @@ Result<uint64_t> HintIoctls::StreamFor(const IoctlCaller& caller, uint64_t reque
   if (requested < kNamedStreamBase) {
     // A process id: only libtipspec's speculating child may hint for another process, its parent.
     if (requested == ParentOf(process)) return requested;
-    return Status::FromErrno(EPERM, "stream " + std::to_string(requested) +
-                                        " belongs to another process");
+    return Status::FromErrno(EPERM,
+                             "stream " + std::to_string(requested) + " belongs to another process");
   }
   if ((requested & 0xFFFF'FFFFull) == 0) {
     return Status::InvalidArgument("named stream ids need nonzero low 32 bits");
@@ -136,8 +152,8 @@ Status HintIoctls::HintFd(const IoctlCaller& caller, uint64_t ino, int open_flag
   for (uint32_t i = 0; i < request->header.count; ++i) {
     cache::HintExtent extent;
     extent.ino = ino;
-    Result<bool> inside = ClipRange(request->segments[i].offset, request->segments[i].length,
-                                    inode->size, &extent);
+    Result<bool> inside =
+        ClipRange(request->segments[i].offset, request->segments[i].length, inode->size, &extent);
     if (!inside.ok()) return inside.status();
     if (*inside) batch.extents.push_back(extent);
   }
@@ -213,7 +229,8 @@ Result<meta::Inode> HintIoctls::ResolvePath(std::string_view path, const Credent
     size_t start = rest.find_first_not_of('/');
     if (start == std::string::npos) return current;
     size_t end = rest.find('/', start);
-    std::string name = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string name =
+        rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
     rest = end == std::string::npos ? std::string() : rest.substr(end);
     if (!S_ISDIR(current->mode)) return Status::FromErrno(ENOTDIR, "not a directory on the way");
     if (!MayAccess(*current, who, X_OK)) return Status::FromErrno(EACCES, "no search permission");

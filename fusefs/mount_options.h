@@ -31,7 +31,7 @@ struct MountOptions {
   double attr_timeout_seconds = 10.0;
   // `PROFILE[,key=value...]` for the emulated disk array; "none" = real timing. Changeable.
   std::string disk_model = "none";
-  cache::CacheOptions cache;  // see the field comments there
+  cache::CacheOptions cache;   // see the field comments there
   uint32_t fuse_threads = 16;  // most FUSE worker threads; fixed at mount
 };
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 
 namespace tipfs::fusefs {
 

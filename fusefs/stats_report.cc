@@ -41,27 +41,33 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
       {"cache.block.bytes", double(s.block_size), "gauge", "Cache block size"},
       {"cache.buffers.lru", double(s.lru_buffers), "gauge", "Buffers in the LRU part"},
       {"cache.buffers.hinted", double(s.hinted_buffers), "gauge", "Buffers held for hints"},
-      {"cache.buffers.evict_first", double(s.evict_first_buffers), "gauge", "Buffers of cancelled hints"},
+      {"cache.buffers.evict_first", double(s.evict_first_buffers), "gauge",
+       "Buffers of cancelled hints"},
       {"cache.buffers.fetching", double(s.fetching_buffers), "gauge", "Buffers being fetched"},
       {"demand.reads", double(s.demand_reads), "counter", "Demand read requests"},
       {"demand.hits", double(s.demand_hits), "counter", "Demand block reads served from memory"},
-      {"demand.misses", double(s.demand_misses), "counter", "Demand block reads that waited for a disk"},
+      {"demand.misses", double(s.demand_misses), "counter",
+       "Demand block reads that waited for a disk"},
       {"demand.stall.nanos", double(s.stall_nanos), "counter", "Time readers waited for disks"},
       {"readahead.issued", double(s.readahead_issued), "counter", "Read-ahead blocks fetched"},
       {"readahead.hits", double(s.readahead_hits), "counter", "Read-ahead blocks then read"},
-      {"readahead.evicted_unused", double(s.readahead_evicted_unused), "counter", "Read-ahead blocks never read"},
+      {"readahead.evicted_unused", double(s.readahead_evicted_unused), "counter",
+       "Read-ahead blocks never read"},
       {"hints.calls", double(s.hint_calls), "counter", "Hint calls"},
       {"hints.refused", double(s.hints_refused), "counter", "Hint calls refused by a cap"},
       {"hints.prefetched", double(s.hinted_prefetched), "counter", "Blocks prefetched for hints"},
       {"hints.used", double(s.hinted_used), "counter", "Prefetched hinted blocks then read"},
-      {"hints.evicted_unused", double(s.hinted_evicted_unused), "counter", "Hinted blocks evicted unread"},
+      {"hints.evicted_unused", double(s.hinted_evicted_unused), "counter",
+       "Hinted blocks evicted unread"},
       {"hints.cancelled", double(s.hinted_cancelled), "counter", "Hinted accesses cancelled"},
-      {"hints.outstanding.bytes", double(s.outstanding_hinted_bytes), "gauge", "Hinted bytes not yet read"},
+      {"hints.outstanding.bytes", double(s.outstanding_hinted_bytes), "gauge",
+       "Hinted bytes not yet read"},
       {"hints.streams.active", double(s.streams_active), "gauge", "Hint streams"},
       {"hints.horizon", s.prefetch_horizon, "gauge", "Prefetch horizon in block accesses"},
       {"speculation.reads", double(s.spec_reads), "counter", "Reads by speculating processes"},
       {"speculation.hits", double(s.spec_hits), "counter", "Speculative reads served from memory"},
-      {"speculation.eagain", double(s.spec_eagain), "counter", "Speculative reads turned into hints"},
+      {"speculation.eagain", double(s.spec_eagain), "counter",
+       "Speculative reads turned into hints"},
       {"cache.evictions", double(s.evictions), "counter", "Blocks evicted"},
       {"cache.fetch_errors", double(s.fetch_errors), "counter", "Disk reads that failed"},
   };
@@ -104,18 +110,21 @@ std::string StatsReport::Text() const {
   Appendf(&out, "requests: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
           statistics_->Get(FUSE_READ_OPS), FormatSize(statistics_->Get(FUSE_READ_BYTES)).c_str(),
           statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str());
-  Appendf(&out, "cache: %s in %s blocks; buffers lru %" PRIu64 ", hinted %" PRIu64
-                ", evict-first %" PRIu64 ", fetching %" PRIu64 "\n",
+  Appendf(&out,
+          "cache: %s in %s blocks; buffers lru %" PRIu64 ", hinted %" PRIu64
+          ", evict-first %" PRIu64 ", fetching %" PRIu64 "\n",
           FormatSize(s.capacity_blocks * s.block_size).c_str(), FormatSize(s.block_size).c_str(),
           s.lru_buffers, s.hinted_buffers, s.evict_first_buffers, s.fetching_buffers);
-  Appendf(&out, "demand: %" PRIu64 " reads; blocks: %" PRIu64 " hits (%.1f%%), %" PRIu64
-                " misses; stall %.3f s\n",
+  Appendf(&out,
+          "demand: %" PRIu64 " reads; blocks: %" PRIu64 " hits (%.1f%%), %" PRIu64
+          " misses; stall %.3f s\n",
           s.demand_reads, s.demand_hits, Percent(s.demand_hits, s.demand_hits + s.demand_misses),
           s.demand_misses, static_cast<double>(s.stall_nanos) / 1e9);
   Appendf(&out, "read-ahead: %" PRIu64 " issued, %" PRIu64 " hits, %" PRIu64 " evicted unused\n",
           s.readahead_issued, s.readahead_hits, s.readahead_evicted_unused);
-  Appendf(&out, "hints: %" PRIu64 " calls (%" PRIu64 " refused); %" PRIu64 " prefetched, %" PRIu64
-                " used, %" PRIu64 " evicted unused, %" PRIu64 " cancelled; horizon %.1f\n",
+  Appendf(&out,
+          "hints: %" PRIu64 " calls (%" PRIu64 " refused); %" PRIu64 " prefetched, %" PRIu64
+          " used, %" PRIu64 " evicted unused, %" PRIu64 " cancelled; horizon %.1f\n",
           s.hint_calls, s.hints_refused, s.hinted_prefetched, s.hinted_used,
           s.hinted_evicted_unused, s.hinted_cancelled, s.prefetch_horizon);
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
@@ -123,8 +132,9 @@ std::string StatsReport::Text() const {
             kSourceNames[i], FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i],
             s.accuracy[i]);
   }
-  Appendf(&out, "speculation: %zu attached, %" PRIu64 " reads, %" PRIu64 " hits, %" PRIu64
-                " hinted instead (EAGAIN)\n",
+  Appendf(&out,
+          "speculation: %zu attached, %" PRIu64 " reads, %" PRIu64 " hits, %" PRIu64
+          " hinted instead (EAGAIN)\n",
           hints_->attached(), s.spec_reads, s.spec_hits, s.spec_eagain);
   if (disks_->emulation) {
     Appendf(&out, "disk model: %s\n", disks_->emulation->spec().c_str());
@@ -143,8 +153,9 @@ std::string StatsReport::Json() const {
           static_cast<double>(clock_->NowNanos() - mounted_at_) / 1e9);
   for (const Field& f : CacheFields(s)) Appendf(&out, "\"%s\":%.17g,", f.name, f.value);
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
-    Appendf(&out, "\"hints.%s.bytes\":%" PRIu64 ",\"hints.%s.consumed\":%" PRIu64
-                  ",\"hints.%s.accuracy\":%.6g,",
+    Appendf(&out,
+            "\"hints.%s.bytes\":%" PRIu64 ",\"hints.%s.consumed\":%" PRIu64
+            ",\"hints.%s.accuracy\":%.6g,",
             kSourceNames[i], s.bytes_hinted[i], kSourceNames[i], s.blocks_consumed[i],
             kSourceNames[i], s.accuracy[i]);
   }
@@ -159,8 +170,7 @@ std::string StatsReport::Json() const {
   // DiskStatsJson is an object {"disks":[...]}: splice its member in.
   out += disks.substr(1, disks.size() - 2);
   if (disks_->health) {
-    out += "," + stripe::DiskHealthJsonMember(*disks_->health,
-                                              fs_->volume()->disk_count());
+    out += "," + stripe::DiskHealthJsonMember(*disks_->health, fs_->volume()->disk_count());
   }
   out += "}\n";
   return out;
@@ -215,7 +225,8 @@ std::string StatsReport::BreakdownJsonText() const { return BreakdownJson(Breakd
 
 std::string StatsReport::DiskModelText() const {
   if (!disks_->emulation) return "none\n";
-  return disks_->emulation->spec() + "\n" + stripe::DescribeDiskModel(disks_->emulation->config()) + "\n";
+  return disks_->emulation->spec() + "\n" + stripe::DescribeDiskModel(disks_->emulation->config()) +
+         "\n";
 }
 
 Status StatsReport::SetDiskModel(std::string_view spec) {

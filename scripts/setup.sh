@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git fuse3 libfuse3-dev librocksdb-dev liburing-dev
   libcli11-dev libgtest-dev libgmock-dev libseccomp-dev gnuplot-nox fio hyperfine tre-agrep
-  binutils man-db python3 attr)
+  binutils man-db python3 attr ccache)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,6 +24,8 @@ if ((${#missing[@]})); then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
+# ccache makes the second and later builds of a tree (and of its worktrees) cheap.
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
-  -DTIPFS_SANITIZE="${TIPFS_SANITIZE:-}" >/dev/null
+  -DTIPFS_SANITIZE="${TIPFS_SANITIZE:-}" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -74,7 +74,7 @@ void SnapshotInheritedDescriptors() {
     int64_t position = g_state.config.snapshot->Find(fd, d->facts.dev, d->facts.ino);
     if (position < 0) {
       position = d->facts.kind == FdFacts::kRegular ? Sys(SYS_lseek, fd, 0, SEEK_CUR)
-                                                     : DirectoryPosition(fd);
+                                                    : DirectoryPosition(fd);
     }
     if (position < 0) FailStartup(SYS_lseek);
     if (d->facts.kind == FdFacts::kRegular) d->offset = static_cast<uint64_t>(position);
@@ -141,8 +141,8 @@ void ProtectSharedMapping(const char* line) {
 }
 
 void ProtectSharedMappings() {
-  long maps = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/self/maps"),
-                  O_RDONLY | O_CLOEXEC);
+  long maps =
+      Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/proc/self/maps"), O_RDONLY | O_CLOEXEC);
   if (maps < 0) FailStartup(SYS_openat);
   char buffer[8192];
   char line[512];

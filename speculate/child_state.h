@@ -19,8 +19,8 @@ struct Desc {
   bool discard;    // opened for writing a file that does not exist: a /dev/null stand-in
   bool truncated;  // opened with O_TRUNC: reads see an empty file
   FdFacts facts;
-  uint64_t offset;     // the shadow offset of a regular file
-  int64_t dir_pos;     // an inherited directory's position at the fork
+  uint64_t offset;  // the shadow offset of a regular file
+  int64_t dir_pos;  // an inherited directory's position at the fork
   // The descriptor getdents64 and lseek of a directory go to: a private re-open of an inherited
   // directory, or a high duplicate of one the child opened. For a watched file, the one its
   // reads go to: a private re-open with O_DIRECT (see ReadFd in child_syscalls.cc). -1 until
@@ -51,8 +51,8 @@ struct State {
   // sandbox lets the runtime lseek and getdents64 only these (hazard 1, kernel-enforced).
   int private_fd_base;
   uint64_t inherited_fds[kMaxFds / 64];  // startup scratch: the descriptors listed at the fork
-  bool skip_next_log;  // the read the program itself is doing at the fork point
-  int16_t fd_desc[kMaxFds];  // desc index + 1; 0 = not known yet
+  bool skip_next_log;                    // the read the program itself is doing at the fork point
+  int16_t fd_desc[kMaxFds];              // desc index + 1; 0 = not known yet
   Desc descs[kMaxDescs];
   char paths[kMaxDescs][MountWatch::kPathMax];  // log mode only
   Region shared_regions[kMaxSharedRegions];

@@ -207,9 +207,9 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   for (int i = 0; i < iov_count; ++i) requested += iov[i].iov_len;
   switch (d->facts.kind) {
     case FdFacts::kMemoryDevice:
-      return iov_count == 1 ? ReadMemoryDevice(d, static_cast<char*>(iov[0].iov_base),
-                                               iov[0].iov_len)
-                            : 0;
+      return iov_count == 1
+                 ? ReadMemoryDevice(d, static_cast<char*>(iov[0].iov_base), iov[0].iov_len)
+                 : 0;
     case FdFacts::kDirectory:
       return -EISDIR;
     case FdFacts::kOther:
@@ -231,8 +231,8 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   if (result == -EINVAL && read_fd != fd) {  // O_DIRECT refused this read: the shared one then
     Sys(SYS_close, read_fd);
     d->private_fd = kNoPrivateFd;
-    result = Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count, static_cast<long>(offset),
-                 0);
+    result =
+        Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count, static_cast<long>(offset), 0);
   }
   if (d->facts.watched && !fork_point) {  // a logged read is done (lockstep waits for that)
     SharedLog* log = g_state.config.log;
@@ -303,9 +303,15 @@ long DoLseek(int fd, int64_t offset, int whence) {
   int64_t size = static_cast<int64_t>(CurrentSize(fd, d));
   int64_t target;
   switch (whence) {
-    case SEEK_SET: target = offset; break;
-    case SEEK_CUR: target = static_cast<int64_t>(d->offset) + offset; break;
-    case SEEK_END: target = size + offset; break;
+    case SEEK_SET:
+      target = offset;
+      break;
+    case SEEK_CUR:
+      target = static_cast<int64_t>(d->offset) + offset;
+      break;
+    case SEEK_END:
+      target = size + offset;
+      break;
     case SEEK_DATA:
       if (offset >= size) return -ENXIO;
       target = offset;
@@ -314,7 +320,8 @@ long DoLseek(int fd, int64_t offset, int whence) {
       if (offset >= size) return -ENXIO;
       target = size;
       break;
-    default: return -EINVAL;
+    default:
+      return -EINVAL;
   }
   if (target < 0) return -EINVAL;
   d->offset = static_cast<uint64_t>(target);
@@ -334,10 +341,20 @@ long DoFcntl(int fd, long cmd, long arg) {
   Desc* d = DescFor(fd);
   if (d == nullptr) return -EBADF;
   switch (cmd) {
-    case F_GETFD: case F_SETFD: case F_GETFL: case F_GETLK: case F_OFD_GETLK: case F_GETOWN:
-    case F_GETSIG: case F_GETPIPE_SZ: case F_GET_SEALS: case F_GETLEASE: case F_GETOWN_EX:
+    case F_GETFD:
+    case F_SETFD:
+    case F_GETFL:
+    case F_GETLK:
+    case F_OFD_GETLK:
+    case F_GETOWN:
+    case F_GETSIG:
+    case F_GETPIPE_SZ:
+    case F_GET_SEALS:
+    case F_GETLEASE:
+    case F_GETOWN_EX:
       return Sys(SYS_fcntl, fd, cmd, arg);
-    case F_DUPFD: case F_DUPFD_CLOEXEC: {
+    case F_DUPFD:
+    case F_DUPFD_CLOEXEC: {
       // Nothing of the program's goes up among the runtime's private descriptors.
       if (arg >= g_state.private_fd_base) return -EMFILE;
       long new_fd = Sys(SYS_fcntl, fd, cmd, arg);
@@ -350,9 +367,18 @@ long DoFcntl(int fd, long cmd, long arg) {
     }
     // Status flags, record locks, owners, leases and seals belong to the shared description
     // (or to the program): pretend they took effect.
-    case F_SETFL: case F_SETLK: case F_SETLKW: case F_OFD_SETLK: case F_OFD_SETLKW:
-    case F_SETOWN: case F_SETOWN_EX: case F_SETSIG: case F_SETLEASE: case F_NOTIFY:
-    case F_SETPIPE_SZ: case F_ADD_SEALS:
+    case F_SETFL:
+    case F_SETLK:
+    case F_SETLKW:
+    case F_OFD_SETLK:
+    case F_OFD_SETLKW:
+    case F_SETOWN:
+    case F_SETOWN_EX:
+    case F_SETSIG:
+    case F_SETLEASE:
+    case F_NOTIFY:
+    case F_SETPIPE_SZ:
+    case F_ADD_SEALS:
       return 0;
     default:
       return -EINVAL;
@@ -442,14 +468,18 @@ long DoOpen(long dir_fd, long path, long flags) {
 
 long DoClose(int fd) {
   if (g_state.config.sink->OwnsFd(fd)) return 0;  // the runtime's own descriptors stay open
-  if (IsPrivateFd(fd)) return -EBADF;              // as far as the program knows, never open
+  if (IsPrivateFd(fd)) return -EBADF;             // as far as the program knows, never open
   ForgetFd(fd);
   return Sys(SYS_close, fd);
 }
 
 long DoIoctl(long fd, long request, long arg) {
   switch (request) {
-    case TCGETS: case TIOCGWINSZ: case TIOCGPGRP: case FIONREAD: case FS_IOC_GETFLAGS:
+    case TCGETS:
+    case TIOCGWINSZ:
+    case TIOCGPGRP:
+    case FIONREAD:
+    case FS_IOC_GETFLAGS:
       return Sys(SYS_ioctl, fd, request, arg);
     default:
       return -ENOTTY;
@@ -466,7 +496,8 @@ bool OverlapsSharedRegion(uint64_t start, uint64_t length) {
 
 long Emulate(long nr, const long* a) {
   switch (nr) {
-    case SYS_read: return SingleRead(nr, a[0], a[1], a[2], -1);
+    case SYS_read:
+      return SingleRead(nr, a[0], a[1], a[2], -1);
     case SYS_pread64:
       if (a[3] < 0) return -EINVAL;
       return SingleRead(nr, a[0], a[1], a[2], a[3]);
@@ -480,33 +511,59 @@ long Emulate(long nr, const long* a) {
       return DoRead(nr, static_cast<int>(a[0]), reinterpret_cast<const iovec*>(a[1]),
                     static_cast<int>(a[2]), a[3]);
     // Hazard 2: nothing the child writes leaves it.
-    case SYS_write: case SYS_pwrite64:
+    case SYS_write:
+    case SYS_pwrite64:
       return DescFor(static_cast<int>(a[0])) != nullptr ? a[2] : -EBADF;
-    case SYS_writev: case SYS_pwritev: case SYS_pwritev2:
+    case SYS_writev:
+    case SYS_pwritev:
+    case SYS_pwritev2:
       return DescFor(static_cast<int>(a[0])) != nullptr
                  ? SumLengths(reinterpret_cast<const iovec*>(a[1]), a[2])
                  : -EBADF;
     // Copies inside the kernel would write (and sendfile moves the input's shared offset): say
     // what a kernel says when it cannot do them, and programs (cat, cp) fall back to read and
     // write, which the child emulates.
-    case SYS_copy_file_range: return -EXDEV;
-    case SYS_sendfile: case SYS_splice: case SYS_tee: return -EINVAL;
-    case SYS_fsync: case SYS_fdatasync: case SYS_syncfs: case SYS_sync:
-    case SYS_fadvise64: case SYS_readahead:
+    case SYS_copy_file_range:
+      return -EXDEV;
+    case SYS_sendfile:
+    case SYS_splice:
+    case SYS_tee:
+      return -EINVAL;
+    case SYS_fsync:
+    case SYS_fdatasync:
+    case SYS_syncfs:
+    case SYS_sync:
+    case SYS_fadvise64:
+    case SYS_readahead:
       return 0;
-    case SYS_lseek: return DoLseek(static_cast<int>(a[0]), a[1], static_cast<int>(a[2]));
-    case SYS_getdents64: return DoGetdents(static_cast<int>(a[0]), a[1], a[2]);
-    case SYS_getdents: return -ENOSYS;
-    case SYS_fcntl: return DoFcntl(static_cast<int>(a[0]), a[1], a[2]);
-    case SYS_flock: return DescFor(static_cast<int>(a[0])) != nullptr ? 0 : -EBADF;
-    case SYS_ioctl: return DoIoctl(a[0], a[1], a[2]);
-    case SYS_open: return DoOpen(AT_FDCWD, a[0], a[1]);
-    case SYS_creat: return DoOpen(AT_FDCWD, a[0], O_CREAT | O_WRONLY | O_TRUNC);
-    case SYS_openat: return DoOpen(a[0], a[1], a[2]);
-    case SYS_openat2: return -ENOSYS;
-    case SYS_close: return DoClose(static_cast<int>(a[0]));
-    case SYS_close_range: return -ENOSYS;
-    case SYS_dup: case SYS_dup2: case SYS_dup3: return DoDup(nr, a[0], a[1], a[2]);
+    case SYS_lseek:
+      return DoLseek(static_cast<int>(a[0]), a[1], static_cast<int>(a[2]));
+    case SYS_getdents64:
+      return DoGetdents(static_cast<int>(a[0]), a[1], a[2]);
+    case SYS_getdents:
+      return -ENOSYS;
+    case SYS_fcntl:
+      return DoFcntl(static_cast<int>(a[0]), a[1], a[2]);
+    case SYS_flock:
+      return DescFor(static_cast<int>(a[0])) != nullptr ? 0 : -EBADF;
+    case SYS_ioctl:
+      return DoIoctl(a[0], a[1], a[2]);
+    case SYS_open:
+      return DoOpen(AT_FDCWD, a[0], a[1]);
+    case SYS_creat:
+      return DoOpen(AT_FDCWD, a[0], O_CREAT | O_WRONLY | O_TRUNC);
+    case SYS_openat:
+      return DoOpen(a[0], a[1], a[2]);
+    case SYS_openat2:
+      return -ENOSYS;
+    case SYS_close:
+      return DoClose(static_cast<int>(a[0]));
+    case SYS_close_range:
+      return -ENOSYS;
+    case SYS_dup:
+    case SYS_dup2:
+    case SYS_dup3:
+      return DoDup(nr, a[0], a[1], a[2]);
     // Signals only to itself (raise, abort).
     case SYS_kill:
       if (a[0] == g_state.self_pid) return Sys(SYS_kill, a[0], a[1]);
@@ -520,10 +577,18 @@ long Emulate(long nr, const long* a) {
     case SYS_rt_sigaction:
       if (a[0] == SIGSYS) return 0;  // the handler that keeps the child sandboxed stays
       return Sys(SYS_rt_sigaction, a[0], a[1], a[2], a[3]);
-    case SYS_exit: case SYS_exit_group: End(EndReason::kProgramExit, nr);
-    case SYS_prctl: return a[0] == PR_SET_NAME ? 0 : -EINVAL;
-    case SYS_sched_setscheduler: case SYS_sched_setparam: case SYS_sched_setaffinity:
-    case SYS_setpriority: case SYS_sched_setattr: case SYS_ioprio_set: case SYS_setrlimit:
+    case SYS_exit:
+    case SYS_exit_group:
+      End(EndReason::kProgramExit, nr);
+    case SYS_prctl:
+      return a[0] == PR_SET_NAME ? 0 : -EINVAL;
+    case SYS_sched_setscheduler:
+    case SYS_sched_setparam:
+    case SYS_sched_setaffinity:
+    case SYS_setpriority:
+    case SYS_sched_setattr:
+    case SYS_ioprio_set:
+    case SYS_setrlimit:
       return 0;  // the child keeps its idle priority
     case SYS_prlimit64:
       if (a[0] == 0 || a[0] == g_state.self_pid) return Sys(SYS_prlimit64, 0, a[1], 0, a[3]);

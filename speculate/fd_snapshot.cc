@@ -15,8 +15,8 @@ namespace tipfs::spec {
 int64_t DirectoryPosition(int fd) {
   LineBuilder path;
   path.Add("/proc/self/fdinfo/").Add(static_cast<uint64_t>(fd));
-  long info = RawSyscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()),
-                         O_RDONLY | O_CLOEXEC);
+  long info =
+      RawSyscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()), O_RDONLY | O_CLOEXEC);
   if (info < 0) return -1;
   char text[512];
   long n = RawSyscall(SYS_pread64, info, reinterpret_cast<long>(text), sizeof(text) - 1, 0);

@@ -22,8 +22,8 @@
 namespace tipfs::spec {
 
 struct ForkPolicyOptions {
-  int64_t stall_nanos = 200'000;     // rule 1; 0: every read is a fork opportunity
-  double budget_fraction = 0.01;     // rule 3; 0 or less: no budget (always allowed)
+  int64_t stall_nanos = 200'000;  // rule 1; 0: every read is a fork opportunity
+  double budget_fraction = 0.01;  // rule 3; 0 or less: no budget (always allowed)
   int64_t first_allowance_nanos = 2'000'000;
   uint32_t max_backoff_skips = 255;  // rule 2; 0: no back-off
 };

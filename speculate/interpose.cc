@@ -32,8 +32,7 @@ template <typename Fn>
 Fn* Next(const char* name) {
   return reinterpret_cast<Fn*>(dlsym(RTLD_NEXT, name));
 }
-#define REAL(name) \
-  static auto* real_##name = Next<decltype(::name)>(#name)
+#define REAL(name) static auto* real_##name = Next<decltype(::name)>(#name)
 
 Speculator& Spec() { return Speculator::Instance(); }
 
@@ -206,22 +205,21 @@ TIPSPEC_EXPORT ssize_t preadv64v2(int fd, const struct iovec* iov, int count, of
                                   int flags) {
   REAL(preadv64v2);
   if (!Spec().MaybeWatched(fd)) return real_preadv64v2(fd, iov, count, offset, flags);
-  return ObservedRead(fd, offset,
-                      [&] { return real_preadv64v2(fd, iov, count, offset, flags); });
+  return ObservedRead(fd, offset, [&] { return real_preadv64v2(fd, iov, count, offset, flags); });
 }
 
 // ---- descriptors coming and going ------------------------------------------------------------
 
-#define TIPSPEC_OPEN(name, ...)                        \
+#define TIPSPEC_OPEN(name, ...)                               \
   TIPSPEC_EXPORT int name(const char* path, int flags, ...) { \
-    REAL(name);                                         \
-    va_list ap;                                         \
-    va_start(ap, flags);                                \
-    mode_t mode = ModeArgument(flags, ap);              \
-    va_end(ap);                                         \
-    int fd = real_##name(path, flags, mode);            \
-    Forget(fd);                                         \
-    return fd;                                          \
+    REAL(name);                                               \
+    va_list ap;                                               \
+    va_start(ap, flags);                                      \
+    mode_t mode = ModeArgument(flags, ap);                    \
+    va_end(ap);                                               \
+    int fd = real_##name(path, flags, mode);                  \
+    Forget(fd);                                               \
+    return fd;                                                \
   }
 TIPSPEC_OPEN(open)
 TIPSPEC_OPEN(open64)
@@ -397,8 +395,8 @@ TIPSPEC_EXPORT int execlp(const char* file, const char* arg, ...) {
 TIPSPEC_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  int result = ExecList(arg, ap, true,
-                        [&](char** argv, char** envp) { return execve(path, argv, envp); });
+  int result =
+      ExecList(arg, ap, true, [&](char** argv, char** envp) { return execve(path, argv, envp); });
   va_end(ap);
   return result;
 }

@@ -76,8 +76,7 @@ Result<std::string> FindSpeculationLibrary() {
     if (IsFile(candidate)) return std::filesystem::absolute(candidate).string();
     tried += (tried.empty() ? "" : ", ") + candidate;
   }
-  return Status::NotFound("libtipspec.so not found (tried " + tried +
-                          "; set TIPSPEC_LIBRARY)");
+  return Status::NotFound("libtipspec.so not found (tried " + tried + "; set TIPSPEC_LIBRARY)");
 }
 
 Result<std::vector<std::string>> SpeculationEnvironment(const RunOptions& options,
@@ -133,8 +132,8 @@ Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0].c_str(), nullptr, &attr, arg_pointers.data(),
-                        env_pointers.data());
+  int rc =
+      posix_spawnp(&pid, args[0].c_str(), nullptr, &attr, arg_pointers.data(), env_pointers.data());
   posix_spawnattr_destroy(&attr);
   Result<int> result = Status::OK();
   if (rc != 0) {

@@ -13,8 +13,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "tipfs/hint.h"
 #include "speculate/raw_syscall.h"
+#include "tipfs/hint.h"
 
 namespace tipfs::spec {
 

@@ -87,8 +87,8 @@ Result<SpecOptions> OptionsFromEnvironment(
     errno = 0;
     double percent = std::strtod(v, &end);
     if (errno != 0 || end == v || *end != '\0' || !(percent >= 0) || percent > 100) {
-      return Status::InvalidArgument(std::string("TIPSPEC_MAX_OVERHEAD must be a percentage, not '") +
-                                     v + "'");
+      return Status::InvalidArgument(
+          std::string("TIPSPEC_MAX_OVERHEAD must be a percentage, not '") + v + "'");
     }
     options.max_overhead_percent = percent;
   }

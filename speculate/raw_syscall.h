@@ -11,8 +11,7 @@
 
 namespace tipfs::spec {
 
-extern "C" long tipspec_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5,
-                                    long a6);
+extern "C" long tipspec_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 
 inline long RawSyscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0,
                        long a6 = 0) {

@@ -23,44 +23,121 @@ namespace {
 // System calls the program may make in the child without our involvement: they read state or
 // change only the child's own process (its memory, its signal mask, its timers, its cwd).
 constexpr int kProgramAllowed[] = {
-    SYS_brk, SYS_munmap, SYS_madvise, SYS_mincore, SYS_msync, SYS_fstat,
-    SYS_newfstatat, SYS_stat, SYS_lstat, SYS_statx, SYS_access, SYS_faccessat, SYS_faccessat2,
-    SYS_readlink, SYS_readlinkat, SYS_getcwd, SYS_chdir, SYS_fchdir, SYS_statfs, SYS_fstatfs,
-    SYS_getxattr, SYS_lgetxattr, SYS_fgetxattr, SYS_listxattr, SYS_llistxattr, SYS_flistxattr,
-    SYS_getpid, SYS_getppid, SYS_gettid, SYS_getuid, SYS_geteuid, SYS_getgid, SYS_getegid,
-    SYS_getgroups, SYS_getresuid, SYS_getresgid, SYS_getpgrp, SYS_getpgid, SYS_getsid,
-    SYS_uname, SYS_sysinfo, SYS_getrlimit, SYS_getrusage, SYS_times, SYS_clock_gettime,
-    SYS_clock_getres, SYS_gettimeofday, SYS_time, SYS_nanosleep, SYS_clock_nanosleep,
-    SYS_sched_yield, SYS_sched_getaffinity, SYS_sched_getparam, SYS_sched_getscheduler,
-    SYS_getpriority, SYS_getrandom, SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_sigaltstack,
-    SYS_rt_sigpending, SYS_rt_sigtimedwait, SYS_rt_sigsuspend, SYS_pause, SYS_set_robust_list,
-    SYS_set_tid_address, SYS_futex, SYS_arch_prctl, SYS_rseq, SYS_membarrier, SYS_poll,
-    SYS_ppoll, SYS_select, SYS_pselect6, SYS_pipe, SYS_pipe2, SYS_eventfd2, SYS_umask,
-    SYS_alarm, SYS_setitimer, SYS_getitimer, SYS_getcpu, SYS_timer_create, SYS_timer_settime,
-    SYS_timer_gettime, SYS_timer_delete, SYS_mlock, SYS_munlock,
+    SYS_brk,
+    SYS_munmap,
+    SYS_madvise,
+    SYS_mincore,
+    SYS_msync,
+    SYS_fstat,
+    SYS_newfstatat,
+    SYS_stat,
+    SYS_lstat,
+    SYS_statx,
+    SYS_access,
+    SYS_faccessat,
+    SYS_faccessat2,
+    SYS_readlink,
+    SYS_readlinkat,
+    SYS_getcwd,
+    SYS_chdir,
+    SYS_fchdir,
+    SYS_statfs,
+    SYS_fstatfs,
+    SYS_getxattr,
+    SYS_lgetxattr,
+    SYS_fgetxattr,
+    SYS_listxattr,
+    SYS_llistxattr,
+    SYS_flistxattr,
+    SYS_getpid,
+    SYS_getppid,
+    SYS_gettid,
+    SYS_getuid,
+    SYS_geteuid,
+    SYS_getgid,
+    SYS_getegid,
+    SYS_getgroups,
+    SYS_getresuid,
+    SYS_getresgid,
+    SYS_getpgrp,
+    SYS_getpgid,
+    SYS_getsid,
+    SYS_uname,
+    SYS_sysinfo,
+    SYS_getrlimit,
+    SYS_getrusage,
+    SYS_times,
+    SYS_clock_gettime,
+    SYS_clock_getres,
+    SYS_gettimeofday,
+    SYS_time,
+    SYS_nanosleep,
+    SYS_clock_nanosleep,
+    SYS_sched_yield,
+    SYS_sched_getaffinity,
+    SYS_sched_getparam,
+    SYS_sched_getscheduler,
+    SYS_getpriority,
+    SYS_getrandom,
+    SYS_rt_sigprocmask,
+    SYS_rt_sigreturn,
+    SYS_sigaltstack,
+    SYS_rt_sigpending,
+    SYS_rt_sigtimedwait,
+    SYS_rt_sigsuspend,
+    SYS_pause,
+    SYS_set_robust_list,
+    SYS_set_tid_address,
+    SYS_futex,
+    SYS_arch_prctl,
+    SYS_rseq,
+    SYS_membarrier,
+    SYS_poll,
+    SYS_ppoll,
+    SYS_select,
+    SYS_pselect6,
+    SYS_pipe,
+    SYS_pipe2,
+    SYS_eventfd2,
+    SYS_umask,
+    SYS_alarm,
+    SYS_setitimer,
+    SYS_getitimer,
+    SYS_getcpu,
+    SYS_timer_create,
+    SYS_timer_settime,
+    SYS_timer_gettime,
+    SYS_timer_delete,
+    SYS_mlock,
+    SYS_munlock,
 };
 
 // What libtipspec's own runtime (the SIGSYS handler and the child's startup) issues with any
 // arguments: calls that touch only the child (its memory, its descriptor table, its signal
 // handlers) or read. pread64/preadv read at an explicit offset and never move one.
 constexpr int kTrampolineAllowed[] = {
-    SYS_pread64, SYS_preadv, SYS_close, SYS_fstat, SYS_newfstatat, SYS_futex, SYS_readlinkat,
-    SYS_exit_group, SYS_exit, SYS_mmap, SYS_munmap, SYS_mprotect, SYS_mremap, SYS_rt_sigaction,
-    SYS_rt_sigprocmask, SYS_getpid, SYS_gettid, SYS_getppid, SYS_dup, SYS_dup3, SYS_getrandom,
-    SYS_sched_yield, SYS_clock_gettime, SYS_prlimit64,
+    SYS_pread64,   SYS_preadv,      SYS_close,         SYS_fstat,        SYS_newfstatat,
+    SYS_futex,     SYS_readlinkat,  SYS_exit_group,    SYS_exit,         SYS_mmap,
+    SYS_munmap,    SYS_mprotect,    SYS_mremap,        SYS_rt_sigaction, SYS_rt_sigprocmask,
+    SYS_getpid,    SYS_gettid,      SYS_getppid,       SYS_dup,          SYS_dup3,
+    SYS_getrandom, SYS_sched_yield, SYS_clock_gettime, SYS_prlimit64,
 };
 
 // fcntl commands the runtime may issue: they read, or change only the child's descriptor table.
 constexpr uint32_t kTrampolineFcntl[] = {
-    F_GETFD, F_SETFD, F_GETFL, F_GETLK, F_OFD_GETLK, F_GETOWN, F_GETSIG, F_GETPIPE_SZ,
-    F_GET_SEALS, F_GETLEASE, F_GETOWN_EX, F_DUPFD, F_DUPFD_CLOEXEC,
+    F_GETFD,      F_SETFD,     F_GETFL,    F_GETLK,     F_OFD_GETLK, F_GETOWN,        F_GETSIG,
+    F_GETPIPE_SZ, F_GET_SEALS, F_GETLEASE, F_GETOWN_EX, F_DUPFD,     F_DUPFD_CLOEXEC,
 };
 
 // ioctl requests the runtime may issue: on the program's behalf only ones that read; for itself
 // the speculation attach, which changes nothing but how the mount treats this child's own reads
 // (it re-attaches without waiting after the read it was forked at, which it must get right).
 constexpr uint32_t kTrampolineIoctl[] = {
-    TCGETS, TIOCGWINSZ, TIOCGPGRP, FIONREAD, static_cast<uint32_t>(FS_IOC_GETFLAGS),
+    TCGETS,
+    TIOCGWINSZ,
+    TIOCGPGRP,
+    FIONREAD,
+    static_cast<uint32_t>(FS_IOC_GETFLAGS),
     static_cast<uint32_t>(TIPFS_IOC_SPEC_ATTACH),
 };
 
@@ -128,8 +205,7 @@ class BpfAssembler {
     int target = targets_[label];
     int distance = target - static_cast<int>(pc) - 1;
     if (target < 0 || distance < 0 || distance > 255) {
-      return Status::InvalidArgument("sandbox filter: jump out of range at " +
-                                     std::to_string(pc));
+      return Status::InvalidArgument("sandbox filter: jump out of range at " + std::to_string(pc));
     }
     return static_cast<uint8_t>(distance);
   }

@@ -10,15 +10,24 @@ namespace tipfs::spec {
 
 const char* EndReasonName(EndReason reason) {
   switch (reason) {
-    case EndReason::kNone: return "none";
-    case EndReason::kProgramExit: return "program_exit";
-    case EndReason::kForbiddenSyscall: return "forbidden_syscall";
-    case EndReason::kStreamRead: return "stream_read";
-    case EndReason::kSharedMemoryWrite: return "shared_memory_write";
-    case EndReason::kSignalToOther: return "signal_to_other";
-    case EndReason::kParentGone: return "parent_gone";
-    case EndReason::kStartupFailed: return "startup_failed";
-    case EndReason::kCount: break;
+    case EndReason::kNone:
+      return "none";
+    case EndReason::kProgramExit:
+      return "program_exit";
+    case EndReason::kForbiddenSyscall:
+      return "forbidden_syscall";
+    case EndReason::kStreamRead:
+      return "stream_read";
+    case EndReason::kSharedMemoryWrite:
+      return "shared_memory_write";
+    case EndReason::kSignalToOther:
+      return "signal_to_other";
+    case EndReason::kParentGone:
+      return "parent_gone";
+    case EndReason::kStartupFailed:
+      return "startup_failed";
+    case EndReason::kCount:
+      break;
   }
   return "unknown";
 }

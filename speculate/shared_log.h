@@ -24,14 +24,14 @@ struct LogEntry {
 // Why a child stopped speculating (SharedLog::end_reason). Names in EndReasonName().
 enum class EndReason : uint32_t {
   kNone = 0,
-  kProgramExit = 1,       // the program finished in the child
-  kForbiddenSyscall = 2,  // a call the sandbox does not allow (end_syscall says which)
-  kStreamRead = 3,        // a read of a pipe, socket or terminal it shares with the program, or
-                          // an open of a FIFO, socket or device
-  kSharedMemoryWrite = 4, // a write mapping of memory or a file it shares with the program
-  kSignalToOther = 5,     // a signal to another process
-  kParentGone = 6,        // the program went away
-  kStartupFailed = 7,     // the sandbox could not be set up
+  kProgramExit = 1,        // the program finished in the child
+  kForbiddenSyscall = 2,   // a call the sandbox does not allow (end_syscall says which)
+  kStreamRead = 3,         // a read of a pipe, socket or terminal it shares with the program, or
+                           // an open of a FIFO, socket or device
+  kSharedMemoryWrite = 4,  // a write mapping of memory or a file it shares with the program
+  kSignalToOther = 5,      // a signal to another process
+  kParentGone = 6,         // the program went away
+  kStartupFailed = 7,      // the sandbox could not be set up
   kCount = 8,
 };
 const char* EndReasonName(EndReason reason);

@@ -366,8 +366,8 @@ void Speculator::Fork() {
   log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
   ++epoch_;
   snapshot_->Take(sink_);
-  ChildConfig config{&watch_, &sink_,  &filter_, snapshot_, log_, sizeof(SharedLog),
-                     stream_, epoch_, ChildWaits(), getpid()};
+  ChildConfig config{&watch_,           &sink_,  &filter_, snapshot_,    log_,
+                     sizeof(SharedLog), stream_, epoch_,   ChildWaits(), getpid()};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -401,19 +401,28 @@ void Speculator::RecordChildExit(int slot, int wait_status) {
   counters_.reads_without_data += log->reads_without_data.load();
   if (log->ended.load(std::memory_order_acquire) != 0) {
     switch (static_cast<EndReason>(log->end_reason.load())) {
-      case EndReason::kProgramExit: ++counters_.child_ended_program_exit; break;
+      case EndReason::kProgramExit:
+        ++counters_.child_ended_program_exit;
+        break;
       case EndReason::kForbiddenSyscall:
         ++counters_.child_ended_forbidden;
         counters_.last_forbidden_syscall = log->end_syscall.load();
         break;
-      case EndReason::kStreamRead: ++counters_.child_ended_stream_read; break;
-      case EndReason::kSharedMemoryWrite: ++counters_.child_ended_shared_write; break;
-      case EndReason::kSignalToOther: ++counters_.child_ended_signal; break;
+      case EndReason::kStreamRead:
+        ++counters_.child_ended_stream_read;
+        break;
+      case EndReason::kSharedMemoryWrite:
+        ++counters_.child_ended_shared_write;
+        break;
+      case EndReason::kSignalToOther:
+        ++counters_.child_ended_signal;
+        break;
       case EndReason::kStartupFailed:  // one that cannot sandbox itself never will: stop trying
         ++counters_.start_failures;
         disabled_after_failure_ = true;
         break;
-      default: break;
+      default:
+        break;
     }
   } else if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGSYS) {
     ++counters_.child_killed_by_sandbox;

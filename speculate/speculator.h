@@ -148,15 +148,15 @@ class Speculator {
     uint32_t epoch = 0;
   };
   LogSlot slots_[kLogSlots];
-  int slot_ = -1;  // the running (or last forked) child's
+  int slot_ = -1;             // the running (or last forked) child's
   SharedLog* log_ = nullptr;  // slots_[slot_].log
   pid_t child_pid_ = 0;
   uint32_t epoch_ = 0;
   bool ever_forked_ = false;
   int64_t last_read_nanos_ = 0;
   ForkPolicy policy_;
-  uint64_t child_consumed_ = 0;  // hints of the running child the program used
-  long faults_charged_ = -1;     // minor faults counted so far; -1 before the first fork
+  uint64_t child_consumed_ = 0;      // hints of the running child the program used
+  long faults_charged_ = -1;         // minor faults counted so far; -1 before the first fork
   uint64_t forks_without_slot_ = 0;  // fork chances skipped: every log held by a dying child
   uint64_t children_waiting_ = 0;    // children forked waiting for data
   // Reads the program did before the running child logged them, oldest first (a ring).

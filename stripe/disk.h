@@ -31,8 +31,8 @@ struct DiskRequest {
   Kind kind = Kind::kRead;
   Priority priority = Priority::kDemand;
   ObjectId object = 0;
-  uint64_t offset = 0;  // byte offset inside the object (kSync: ignored)
-  uint64_t length = 0;  // bytes (kSync: ignored)
+  uint64_t offset = 0;     // byte offset inside the object (kSync: ignored)
+  uint64_t length = 0;     // bytes (kSync: ignored)
   char* buffer = nullptr;  // kRead: destination; kWrite: source, not modified
   // Bytes transferred, or the error. A read that reaches past the end of the object (or a missing
   // object) transfers fewer bytes; the caller treats the rest as a hole of zeros. A write
@@ -42,7 +42,7 @@ struct DiskRequest {
 
 struct DiskUsage {
   uint64_t total_bytes = 0;
-  uint64_t free_bytes = 0;   // available to tipfs (statvfs f_bavail)
+  uint64_t free_bytes = 0;  // available to tipfs (statvfs f_bavail)
   uint64_t total_files = 0;
   uint64_t free_files = 0;
 };

@@ -19,7 +19,9 @@ class DiskWrapper : public Disk {
   Disk* inner() const { return inner_.get(); }
 
   void Submit(DiskRequest request) override { inner_->Submit(std::move(request)); }
-  Status Truncate(ObjectId object, uint64_t size) override { return inner_->Truncate(object, size); }
+  Status Truncate(ObjectId object, uint64_t size) override {
+    return inner_->Truncate(object, size);
+  }
   Status Remove(ObjectId object) override { return inner_->Remove(object); }
   Result<ObjectInfo> Stat(ObjectId object) override { return inner_->Stat(object); }
   Status ListObjects(std::vector<ObjectId>* out) override { return inner_->ListObjects(out); }

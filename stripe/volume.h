@@ -5,7 +5,7 @@
 //                     version and the absolute paths of all disks, checksummed
 //   objects/          one sparse object per file (objects/<2 hex>/<16 hex inode>)
 // and disk 0 also holds
-//   meta/             the metadata store (RocksDB), created and opened by fusefs/meta.
+//   meta/             the metadata store (RocksDB), created and opened by meta.
 //
 // Mkfs and Open validate everything and fail with one message that names the path and the
 // problem, changing nothing on disk when they fail. A Volume is thread-safe once open.

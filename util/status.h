@@ -46,7 +46,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
@@ -71,8 +71,8 @@ Status ErrnoStatus(const std::string& what, int err = errno);
 
 }  // namespace tipfs
 
-#define TIPFS_RETURN_IF_ERROR(expr)       \
-  do {                                    \
-    ::tipfs::Status _st = (expr);         \
-    if (!_st.ok()) return _st;            \
+#define TIPFS_RETURN_IF_ERROR(expr) \
+  do {                              \
+    ::tipfs::Status _st = (expr);   \
+    if (!_st.ok()) return _st;      \
   } while (0)

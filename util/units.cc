@@ -80,11 +80,12 @@ Result<int64_t> ParseDurationNanos(std::string_view text) {
     return Status::InvalidArgument("invalid duration '" + std::string(text) +
                                    "': the unit is missing (ns, us, ms, s)");
   } else {
-    return Status::InvalidArgument("invalid duration '" + std::string(text) +
-                                   "': unknown unit '" + unit + "' (use ns, us, ms, s)");
+    return Status::InvalidArgument("invalid duration '" + std::string(text) + "': unknown unit '" +
+                                   unit + "' (use ns, us, ms, s)");
   }
   double nanos = number * scale;
-  if (nanos > 9.2e18) return Status::InvalidArgument("duration '" + std::string(text) + "' is too long");
+  if (nanos > 9.2e18)
+    return Status::InvalidArgument("duration '" + std::string(text) + "' is too long");
   return static_cast<int64_t>(std::llround(nanos));
 }
 

@@ -20,27 +20,27 @@ extern "C" {
 #define TIPSPEC_API_VERSION 1u
 
 struct tipspec_options {
-  uint32_t version;            /* TIPSPEC_API_VERSION */
-  uint32_t wait_for_data;      /* 1: the child waits for data it hinted; 2: auto (TIPSPEC_WAIT) */
-  const char* mount;           /* mount to watch; NULL or "": every tipfs mount */
-  uint32_t max_ahead_hints;    /* bounded run-ahead, reads (default 512) */
-  uint32_t stall_usec;         /* fork only after a read this slow (default 200) */
-  uint64_t max_ahead_bytes;    /* bounded run-ahead, bytes (default 32 MiB) */
-  uint32_t lockstep;           /* 1: wait for a lagging child instead of restarting (tests) */
-  uint32_t print_stats;        /* 1: print counters at exit (stderr, or stats_file) */
-  const char* hint_log;        /* tests: hints as lines in this file instead of ioctls */
-  const char* stats_file;      /* NULL: stderr */
-  uint32_t max_behind_reads;   /* reads a child may lag before it is replaced (0: default 64) */
-  uint32_t overhead_permille;  /* fork only while speculation has cost the program less than
-                                  this share of its run time, in 1/1000 (0: default 10 = 1%;
-                                  UINT32_MAX: no limit) */
+  uint32_t version;           /* TIPSPEC_API_VERSION */
+  uint32_t wait_for_data;     /* 1: the child waits for data it hinted; 2: auto (TIPSPEC_WAIT) */
+  const char* mount;          /* mount to watch; NULL or "": every tipfs mount */
+  uint32_t max_ahead_hints;   /* bounded run-ahead, reads (default 512) */
+  uint32_t stall_usec;        /* fork only after a read this slow (default 200) */
+  uint64_t max_ahead_bytes;   /* bounded run-ahead, bytes (default 32 MiB) */
+  uint32_t lockstep;          /* 1: wait for a lagging child instead of restarting (tests) */
+  uint32_t print_stats;       /* 1: print counters at exit (stderr, or stats_file) */
+  const char* hint_log;       /* tests: hints as lines in this file instead of ioctls */
+  const char* stats_file;     /* NULL: stderr */
+  uint32_t max_behind_reads;  /* reads a child may lag before it is replaced (0: default 64) */
+  uint32_t overhead_permille; /* fork only while speculation has cost the program less than
+                                 this share of its run time, in 1/1000 (0: default 10 = 1%;
+                                 UINT32_MAX: no limit) */
   uint64_t reserved[3];
 };
 
 /* Why speculation stopped or restarted, and how well it did. Cumulative for the process. */
 struct tipspec_counters {
-  uint64_t reads_checked;            /* reads of watched files checked against the hint log */
-  uint64_t hints_issued;             /* reads the children logged and hinted */
+  uint64_t reads_checked; /* reads of watched files checked against the hint log */
+  uint64_t hints_issued;  /* reads the children logged and hinted */
   uint64_t hint_bytes_issued;
   uint64_t hints_consumed;           /* program reads that matched the next logged hint */
   uint64_t reads_without_data;       /* child reads the mount answered without data (EAGAIN) */

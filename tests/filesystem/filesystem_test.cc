@@ -68,7 +68,7 @@ TEST_F(FileSystemTest, UnlinkedOpenFileStaysReadableUntilTheLastRelease) {
   EXPECT_TRUE(rig_.HasObjects(ino));  // one handle still open
   EXPECT_EQ(ReadAll(ino), data);
   ASSERT_TRUE(rig_.fs()->Release(ino).ok());
-  EXPECT_FALSE(rig_.HasObjects(ino));  // the space goes at the last close
+  EXPECT_FALSE(rig_.HasObjects(ino));         // the space goes at the last close
   EXPECT_TRUE(rig_.fs()->GetAttr(ino).ok());  // the record while the kernel refers to it
   rig_.fs()->Forget(ino, 1);
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);

@@ -8,7 +8,7 @@
 
 #include "cache/file_cache.h"
 #include "fusefs/filesystem.h"
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "tests/support/mem_disk.h"
@@ -42,9 +42,9 @@ class FsRig {
     cache_.reset();
     meta_.reset();
     io_ = std::make_unique<stripe::StripedIo>(volume_.get());
-    auto store = created_ ? meta::MetaStore::Open(dir_.Sub("meta"), volume_->label().volume_uuid)
-                          : meta::MetaStore::Create(dir_.Sub("meta"), volume_->label().volume_uuid,
-                                                    0, 0);
+    auto store =
+        created_ ? meta::MetaStore::Open(dir_.Sub("meta"), volume_->label().volume_uuid)
+                 : meta::MetaStore::Create(dir_.Sub("meta"), volume_->label().volume_uuid, 0, 0);
     if (!store.ok()) std::abort();
     created_ = true;
     meta_ = std::move(*store);

@@ -120,8 +120,10 @@ TEST_F(HintIoctlsTest, BadRequestsChangeNothing) {
   EXPECT_EQ(Call(TIPFS_IOC_HINT_FD, *request, Me(), file_, O_WRONLY), EBADF);
   EXPECT_EQ(Call(TIPFS_IOC_HINT_FD, *request, Me(), dir_), EISDIR);
   std::string ignored;
-  EXPECT_EQ(hints_->Handle(Me(), file_, O_RDONLY, TIPFS_IOC_HINT_FD, request.get(), 100, 0,
-                           &ignored).error(), EINVAL);
+  EXPECT_EQ(
+      hints_->Handle(Me(), file_, O_RDONLY, TIPFS_IOC_HINT_FD, request.get(), 100, 0, &ignored)
+          .error(),
+      EINVAL);
   EXPECT_EQ(hints_->Handle(Me(), file_, O_RDONLY, 0x1234, request.get(), 100, 0, &ignored).error(),
             ENOTTY);
   EXPECT_EQ(HintedBytes(), 0u);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "fusefs/meta/meta_encoding.h"
+#include "meta/meta_encoding.h"
 #include "tests/meta/meta_test_util.h"
 
 extern char** environ;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "tests/support/temp_dir.h"
 
 namespace tipfs::meta::testing {

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "fusefs/fsck/fsck.h"
+#include "fsck/fsck.h"
 #include "stripe/crash_disk.h"
 #include "tests/reliability/volume_rig.h"
 

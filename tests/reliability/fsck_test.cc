@@ -1,7 +1,7 @@
 // fsck over an in-memory volume: each kind of damage is made on purpose, then a check must report
 // it (exit 4), a repair must fix it and say so (exit 1), a second check must find the volume clean
 // (exit 0), and the file system must work on the repaired volume.
-#include "fusefs/fsck/fsck.h"
+#include "fsck/fsck.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

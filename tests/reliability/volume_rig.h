@@ -11,7 +11,7 @@
 
 #include "cache/file_cache.h"
 #include "fusefs/filesystem.h"
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "tests/support/mem_disk.h"

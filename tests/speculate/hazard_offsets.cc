@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
          (unsigned long long)Fnv(b, sizeof(b), Fnv(a, sizeof(a))));
   char c[512];
   ssize_t p = pread(fd, c, sizeof(c), 100);
-  printf("pread got=%zd hash=%016llx offset-now=%lld\n", p,
-         (unsigned long long)Fnv(c, sizeof(c)), (long long)lseek(fd, 0, SEEK_CUR));
+  printf("pread got=%zd hash=%016llx offset-now=%lld\n", p, (unsigned long long)Fnv(c, sizeof(c)),
+         (long long)lseek(fd, 0, SEEK_CUR));
   lseek(fd, -100, SEEK_END);
   ReadPiece(fd, 4096, "tail");
   if (Speculating()) DisturbSharedState(fd, dir, lock_fd);

@@ -20,8 +20,8 @@
 namespace {
 
 std::string g_work;
-int g_log_fd = -1;      // opened for appending before the fork point: inherited by the child
-int g_mapped_fd = -1;   // opened read-write before the fork point
+int g_log_fd = -1;         // opened for appending before the fork point: inherited by the child
+int g_mapped_fd = -1;      // opened read-write before the fork point
 char* g_shared = nullptr;  // a shared writable mapping made before the fork point
 
 std::string Path(const std::string& name) { return g_work + "/" + name; }
@@ -98,7 +98,7 @@ int Act(const std::string& action, const std::string& tag, pid_t test_pid,
     memcpy(static_cast<char*>(moved) + where, tag.data(), tag.size());
     return 0;
   }
-  if (action == "fifo") {  // opening a FIFO to read releases a writer blocked in open()
+  if (action == "fifo") {         // opening a FIFO to read releases a writer blocked in open()
     if (tag == "real") return 0;  // the program itself never does: nobody writes to it
     int fd = open(Path("fifo").c_str(), O_RDONLY);
     if (fd < 0) return errno;
@@ -133,8 +133,8 @@ int main(int argc, char** argv) {
   int shared_fd = open(Path("shared").c_str(), O_RDWR);
   int watched = open(argv[2], O_RDONLY);
   if (g_log_fd < 0 || g_mapped_fd < 0 || shared_fd < 0 || watched < 0) hazard::Die("open");
-  g_shared = static_cast<char*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0));
+  g_shared =
+      static_cast<char*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0));
   if (g_shared == MAP_FAILED) hazard::Die("mmap");
 
   char byte;

@@ -1,5 +1,6 @@
 #include "tests/speculate/hostile_run.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,8 +12,6 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
-
-#include <gtest/gtest.h>
 
 namespace tipfs::spec::testing {
 namespace {
@@ -54,11 +53,12 @@ SideEffectRun RunHostile(const SpecScratch& scratch, const std::string& action, 
   g_usr2 = 0;
 
   SideEffectRun run;
-  run.out = scratch.Run({HAZARD_SIDE_EFFECTS, action, input, work, std::to_string(getpid()),
-                         socket_path},
-                        preload, "",
-                        preload ? environment : std::vector<std::pair<std::string, std::string>>{})
-                .out;
+  run.out =
+      scratch
+          .Run({HAZARD_SIDE_EFFECTS, action, input, work, std::to_string(getpid()), socket_path},
+               preload, "",
+               preload ? environment : std::vector<std::pair<std::string, std::string>>{})
+          .out;
   for (;;) {
     int connection = accept(listener, nullptr, nullptr);
     if (connection < 0) break;
@@ -83,10 +83,10 @@ void ExpectNoSideEffects(const SpecScratch& scratch, const std::string& input,
   signal(SIGUSR1, [](int) { ++g_usr1; });
   signal(SIGUSR2, [](int) { ++g_usr2; });
   const std::vector<std::string> suppressed = {"write", "pwrite", "create", "mmap-then-mprotect"};
-  const std::vector<std::string> ending = {"truncate", "ftruncate", "unlink", "rename",
-                                           "mkdir", "symlink", "chmod", "kill", "connect",
-                                           "fork", "mmap", "shared-memory", "mremap-then-write",
-                                           "fifo", "exec"};
+  const std::vector<std::string> ending = {
+      "truncate", "ftruncate", "unlink", "rename", "mkdir",         "symlink",           "chmod",
+      "kill",     "connect",   "fork",   "mmap",   "shared-memory", "mremap-then-write", "fifo",
+      "exec"};
   std::vector<std::string> actions = suppressed;
   actions.insert(actions.end(), ending.begin(), ending.end());
   for (const std::string& action : actions) {

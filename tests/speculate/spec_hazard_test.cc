@@ -4,6 +4,7 @@
 // run-ahead paths (hazard_common.h) do exactly what each hazard is about, so every test here
 // fails when its hazard is not handled. Hazard 3 (no wrong data in any cache) needs a mount.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,8 +13,6 @@
 
 #include <atomic>
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "tests/speculate/hostile_run.h"
 #include "tests/speculate/spec_test_support.h"
@@ -76,10 +75,9 @@ TEST(SpecHazardTest, RunAheadRacingTheProgramNeverMovesItsOffsetsFlagsOrLocks) {
   scratch.ClearLogs();
   // No fork budget or back-off, and a child one read late is replaced: a fresh child races the
   // program at almost every read.
-  RunResult racing = scratch.Run(argv, true, "",
-                                 {{"TIPSPEC_LOCKSTEP", "0"},
-                                  {"TIPSPEC_MAX_OVERHEAD", "0"},
-                                  {"TIPSPEC_MAX_BEHIND", "1"}});
+  RunResult racing = scratch.Run(
+      argv, true, "",
+      {{"TIPSPEC_LOCKSTEP", "0"}, {"TIPSPEC_MAX_OVERHEAD", "0"}, {"TIPSPEC_MAX_BEHIND", "1"}});
   EXPECT_EQ(racing.exit_status, 0);
   EXPECT_EQ(racing.out, plain.out);
   // The program never waits for a killed child to exit, and on a busy machine an idle-priority
@@ -110,7 +108,8 @@ TEST(SpecHazardTest, StdioReadersGetTheirDataAndTheirReadsAreHinted) {
   std::string hints = scratch.HintLog();
   for (int i = 1; i < 8; ++i) {
     EXPECT_NE(hints.find("/text" + std::to_string(i) + ".txt\n"), std::string::npos)
-        << "no hint for text" << i << ".txt in:\n" << hints.substr(0, 2000);
+        << "no hint for text" << i << ".txt in:\n"
+        << hints.substr(0, 2000);
   }
   EXPECT_GE(scratch.Stats()["hints_consumed"], 8u);
 }

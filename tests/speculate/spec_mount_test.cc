@@ -5,13 +5,12 @@
 // page cache and in the daemon's cache (hazard 3). Each speculated run starts cold (remount)
 // and speculates at every read in lockstep (the program waits for its child's next logged read),
 // so the child runs ahead of the program on data nobody has read yet.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
-
-#include <gtest/gtest.h>
 
 #include "tests/speculate/hostile_run.h"
 #include "tests/speculate/spec_test_support.h"
@@ -57,8 +56,8 @@ class SpecMountTest : public MountedTest {
   // Runs argv (cwd: the mount root) cold, plainly; then cold again under `tipfs run`, in
   // lockstep, forking at every read, waiting for no data. Compares stdout (or the file
   // `output`), expects speculation to have run, returns the speculated run's stdout.
-  std::string ExpectSameOutput(const std::vector<std::string>& argv,
-                               const std::string& output = "", const Environment& extra = {}) {
+  std::string ExpectSameOutput(const std::vector<std::string>& argv, const std::string& output = "",
+                               const Environment& extra = {}) {
     Remount();
     RunResult plain = scratch_.Run(argv, false, mount_->mountpoint());
     EXPECT_EQ(plain.exit_status, 0) << argv[0] << ": " << plain.out.substr(0, 500);
@@ -78,8 +77,9 @@ class SpecMountTest : public MountedTest {
   }
 
   RunResult RunSpeculated(const std::vector<std::string>& argv, const Environment& extra = {}) {
-    std::vector<std::string> command = {TipfsBinary(), "run", "--mount", mount_->mountpoint(),
-                                        "--stats-file", scratch_.stats_file(), "--"};
+    std::vector<std::string> command = {
+        TipfsBinary(),         "run", "--mount", mount_->mountpoint(), "--stats-file",
+        scratch_.stats_file(), "--"};
     command.insert(command.end(), argv.begin(), argv.end());
     Environment environment = {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH},
                                {"TIPSPEC_LOCKSTEP", "1"},
@@ -191,8 +191,8 @@ TEST_F(SpecMountTest, Sha256sumOverManyFilesIsByteIdentical) {
 
 TEST_F(SpecMountTest, TarOfATreeIsByteIdentical) {
   MakeTree("tree", 4, 20);
-  ExpectSameOutput({"tar", "cf", "-", "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
-                    "tree"});
+  ExpectSameOutput(
+      {"tar", "cf", "-", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "tree"});
 }
 
 TEST_F(SpecMountTest, GnuLdLinkingManyObjectsIsByteIdentical) {
@@ -229,8 +229,8 @@ TEST_F(SpecMountTest, BenchWorkloadsAreByteIdentical) {
   ASSERT_EQ(RunCommand(std::string(TIPFS_BENCH_GEN) + " gnuld --dir " + mount_->mountpoint() +
                        " --objects 24 --total 2M >/dev/null 2>&1"),
             0);
-  ASSERT_EQ(RunCommand(std::string(TIPFS_BENCH_GEN) + " xdataslice --dir " +
-                       mount_->mountpoint() + " --dim 64 >/dev/null 2>&1"),
+  ASSERT_EQ(RunCommand(std::string(TIPFS_BENCH_GEN) + " xdataslice --dir " + mount_->mountpoint() +
+                       " --dim 64 >/dev/null 2>&1"),
             0);
   {
     SCOPED_TRACE("agrep");
@@ -266,8 +266,8 @@ TEST_F(SpecMountTest, ReaderInPiecesWithReadAndLseekGetsIdenticalData) {
   fs::create_directories(Path("many"));
   for (int i = 0; i < 600; ++i) WriteFile(Path("many/entry-" + std::to_string(i)), "");
   WriteFile(scratch_.root() + "/lock", MakeText(3, 50000));
-  std::string out = ExpectSameOutput(
-      {HAZARD_OFFSETS, Path("data.txt"), Path("many"), scratch_.root() + "/lock"});
+  std::string out =
+      ExpectSameOutput({HAZARD_OFFSETS, Path("data.txt"), Path("many"), scratch_.root() + "/lock"});
   EXPECT_NE(out.find("lock still held by us: yes"), std::string::npos);
 }
 

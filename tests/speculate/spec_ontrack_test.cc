@@ -3,9 +3,9 @@
 // before it are checked against what it logs later. Under the first design every such read
 // replaced the child (a fresh child is always still starting when the program's next read
 // comes), so a sequential reader forked again and again and its children never got ahead.
-#include <filesystem>
-
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "tests/speculate/spec_test_support.h"
 
@@ -20,10 +20,9 @@ TEST(SpecOnTrackTest, AChildNotAheadYetIsKeptAndCheckedWhenItCatchesUp) {
   RunResult plain = scratch.Run(argv, false);
   ASSERT_EQ(plain.exit_status, 0);
   // Fork at the first read; a child may lag by any number of reads; no fork budget.
-  RunResult speculated = scratch.Run(argv, true, "",
-                                     {{"TIPSPEC_LOCKSTEP", "0"},
-                                      {"TIPSPEC_MAX_BEHIND", "100000"},
-                                      {"TIPSPEC_MAX_OVERHEAD", "0"}});
+  RunResult speculated = scratch.Run(
+      argv, true, "",
+      {{"TIPSPEC_LOCKSTEP", "0"}, {"TIPSPEC_MAX_BEHIND", "100000"}, {"TIPSPEC_MAX_OVERHEAD", "0"}});
   EXPECT_EQ(speculated.exit_status, 0);
   EXPECT_EQ(speculated.out, plain.out);
   auto stats = scratch.Stats();
@@ -45,10 +44,9 @@ TEST(SpecOnTrackTest, AChildTooFarBehindIsReplaced) {
   std::string file = scratch.watched() + "/data.txt";
   WriteFile(file, MakeText(8, 400000));
   std::vector<std::string> argv = {SPEC_OVERHEAD_READER, "read", "4096", "1", file};
-  RunResult speculated = scratch.Run(argv, true, "",
-                                     {{"TIPSPEC_LOCKSTEP", "0"},
-                                      {"TIPSPEC_MAX_BEHIND", "1"},
-                                      {"TIPSPEC_MAX_OVERHEAD", "0"}});
+  RunResult speculated = scratch.Run(
+      argv, true, "",
+      {{"TIPSPEC_LOCKSTEP", "0"}, {"TIPSPEC_MAX_BEHIND", "1"}, {"TIPSPEC_MAX_OVERHEAD", "0"}});
   EXPECT_EQ(speculated.exit_status, 0);
   auto stats = scratch.Stats();
   EXPECT_EQ(stats["offtrack_mismatch"], 0u);

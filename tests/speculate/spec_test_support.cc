@@ -1,6 +1,7 @@
 #include "tests/speculate/spec_test_support.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 namespace tipfs::spec::testing {
 
@@ -31,10 +30,9 @@ SpecScratch::~SpecScratch() {
   fs::remove_all(root_, ignored);
 }
 
-RunResult SpecScratch::Run(const std::vector<std::string>& argv, bool preload,
-                           const std::string& cwd,
-                           const std::vector<std::pair<std::string, std::string>>& environment)
-    const {
+RunResult SpecScratch::Run(
+    const std::vector<std::string>& argv, bool preload, const std::string& cwd,
+    const std::vector<std::pair<std::string, std::string>>& environment) const {
   std::string out_path = root_ + "/run.out";
   pid_t pid = fork();
   if (pid == 0) {
@@ -102,8 +100,8 @@ std::string ReadFile(const std::string& path) {
 std::string MakeText(uint64_t seed, size_t bytes) {
   std::string text;
   uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
-  static const char* const kWords[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot",
-                                       "golf", "hotel", "india", "juliet", "kilo", "lima"};
+  static const char* const kWords[] = {"alpha", "bravo", "charlie", "delta",  "echo", "foxtrot",
+                                       "golf",  "hotel", "india",   "juliet", "kilo", "lima"};
   while (text.size() < bytes) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     text += kWords[(x >> 33) % 12];

@@ -1,11 +1,10 @@
 // Real programs, byte for byte the same with and without libtipspec, with speculation running
 // (lockstep, re-forking at every chance): GNU grep -r (read), sha256sum over many files (stdio
 // fread), tar cf of a tree (read, getdents), GNU ld linking many objects (BFD: stdio).
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "tests/speculate/spec_test_support.h"
 

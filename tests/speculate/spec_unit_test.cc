@@ -1,6 +1,7 @@
 // Unit tests of libtipspec's pieces that need no child: the knobs, the hint log's on-track and
 // run-ahead rules, the sandbox filter assembly, and the launcher's environment and exit status.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -11,8 +12,6 @@
 #include <atomic>
 #include <functional>
 #include <map>
-
-#include <gtest/gtest.h>
 
 #include "speculate/fork_policy.h"
 #include "speculate/launcher.h"
@@ -47,12 +46,16 @@ TEST(SpecOptionsTest, DefaultsWhenNothingIsSet) {
 }
 
 TEST(SpecOptionsTest, ReadsEveryKnob) {
-  Result<SpecOptions> options =
-      FromMap({{"TIPSPEC_MOUNT", "/mnt/t"}, {"TIPSPEC_WAIT", "1"},
-               {"TIPSPEC_MAX_AHEAD_HINTS", "64"}, {"TIPSPEC_MAX_AHEAD_BYTES", "8M"},
-               {"TIPSPEC_STALL_USEC", "0"}, {"TIPSPEC_LOCKSTEP", "1"},
-               {"TIPSPEC_MAX_BEHIND", "8"}, {"TIPSPEC_MAX_OVERHEAD", "2.5"},
-               {"TIPSPEC_HINT_LOG", "/tmp/h"}, {"TIPSPEC_STATS_FILE", "/tmp/s"}});
+  Result<SpecOptions> options = FromMap({{"TIPSPEC_MOUNT", "/mnt/t"},
+                                         {"TIPSPEC_WAIT", "1"},
+                                         {"TIPSPEC_MAX_AHEAD_HINTS", "64"},
+                                         {"TIPSPEC_MAX_AHEAD_BYTES", "8M"},
+                                         {"TIPSPEC_STALL_USEC", "0"},
+                                         {"TIPSPEC_LOCKSTEP", "1"},
+                                         {"TIPSPEC_MAX_BEHIND", "8"},
+                                         {"TIPSPEC_MAX_OVERHEAD", "2.5"},
+                                         {"TIPSPEC_HINT_LOG", "/tmp/h"},
+                                         {"TIPSPEC_STATS_FILE", "/tmp/s"}});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->mount, "/mnt/t");
   EXPECT_TRUE(options->wait_for_data);

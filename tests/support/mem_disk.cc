@@ -59,7 +59,8 @@ Status MemDisk::Remove(stripe::ObjectId object) {
 Result<stripe::ObjectInfo> MemDisk::Stat(stripe::ObjectId object) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(object);
-  if (it == objects_.end()) return Status::NotFound(name_ + ": no object " + std::to_string(object));
+  if (it == objects_.end())
+    return Status::NotFound(name_ + ": no object " + std::to_string(object));
   return stripe::ObjectInfo{it->second.size(), it->second.size()};
 }
 

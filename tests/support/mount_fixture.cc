@@ -40,8 +40,8 @@ std::string FuseUnavailableReason() {
 TipfsMount::TipfsMount(VolumeSpec spec) : spec_(std::move(spec)) {
   // Under $TMPDIR: scripts/test.sh gives each run its own, and cleans up only that.
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                        "/tipfs-test-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tipfs-test-XXXXXX";
   root_ = mkdtemp(pattern.data());
   mountpoint_ = root_ + "/mnt";
   native_ = root_ + "/native";

@@ -10,8 +10,7 @@ namespace tipfs::testing {
 class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "tipfs") {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
     char* made = ::mkdtemp(pattern.data());
     if (made == nullptr) std::abort();
     path_ = made;

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "util/status.h"
 
 namespace tipfs::meta::encoding {

@@ -19,8 +19,8 @@
 #include <string>
 #include <string_view>
 
-#include "fusefs/meta/meta_encoding.h"
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_encoding.h"
+#include "meta/meta_store.h"
 
 namespace tipfs::meta {
 

@@ -1,4 +1,4 @@
-#include "fusefs/meta/meta_encoding.h"
+#include "meta/meta_encoding.h"
 
 #include <sys/stat.h>
 

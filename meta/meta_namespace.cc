@@ -11,8 +11,8 @@
 #include <climits>
 #include <mutex>
 
-#include "fusefs/meta/meta_store.h"
-#include "fusefs/meta/meta_store_impl.h"
+#include "meta/meta_store.h"
+#include "meta/meta_store_impl.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)

@@ -1,9 +1,9 @@
 // fsck: the label pass, opening the volume, applying the namespace plan, then the object pass.
-#include "fusefs/fsck/fsck.h"
+#include "fsck/fsck.h"
 
 #include <sys/stat.h>
 
-#include "fusefs/fsck/fsck_internal.h"
+#include "fsck/fsck_internal.h"
 #include "stripe/striped_io.h"
 
 namespace tipfs::fsck {

@@ -99,13 +99,13 @@ struct EntryRecord {
 // Everything in the store, read from one consistent view.
 struct StoreScan {
   std::string volume_uuid;
-  Ino next_ino = 0;          // the superblock's counter
-  uint64_t inode_count = 0;  // the superblock's count
-  std::vector<Inode> inodes;          // by inode number
-  std::vector<EntryRecord> entries;   // by parent, then name
-  std::vector<Ino> orphans;           // orphan marks (the inode may be missing: fsck checks)
-  std::vector<Ino> symlink_targets;   // inodes that have a symlink target record
-  std::vector<Ino> xattr_owners;      // inodes that have at least one xattr, each once
+  Ino next_ino = 0;                  // the superblock's counter
+  uint64_t inode_count = 0;          // the superblock's count
+  std::vector<Inode> inodes;         // by inode number
+  std::vector<EntryRecord> entries;  // by parent, then name
+  std::vector<Ino> orphans;          // orphan marks (the inode may be missing: fsck checks)
+  std::vector<Ino> symlink_targets;  // inodes that have a symlink target record
+  std::vector<Ino> xattr_owners;     // inodes that have at least one xattr, each once
   std::vector<DamagedRecord> damaged;
 };
 

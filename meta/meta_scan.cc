@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "fusefs/meta/meta_store.h"
-#include "fusefs/meta/meta_store_impl.h"
+#include "meta/meta_store.h"
+#include "meta/meta_store_impl.h"
 
 namespace tipfs::meta {
 

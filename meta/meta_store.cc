@@ -1,14 +1,7 @@
 // MetaStore: opening/creating the RocksDB store, the shared read helpers, the Mutation batch,
 // attributes, xattrs and orphans. The namespace operations (MakeNode, Link, Unlink, Rmdir,
 // Rename, Lookup) are in meta_namespace.cc.
-#include "fusefs/meta/meta_store.h"
-
-#include <sys/sysmacros.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
-#include <sstream>
+#include "meta/meta_store.h"
 
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
@@ -17,12 +10,17 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
-#include "fusefs/meta/meta_store_impl.h"
+#include "meta/meta_store_impl.h"
 
 namespace tipfs::meta {
 

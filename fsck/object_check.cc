@@ -1,7 +1,7 @@
 // fsck's object pass: every object on every disk against the inode it belongs to.
 #include <algorithm>
 
-#include "fusefs/fsck/fsck_internal.h"
+#include "fsck/fsck_internal.h"
 
 namespace tipfs::fsck {
 

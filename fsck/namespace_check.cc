@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include "fusefs/fsck/fsck_internal.h"
-#include "fusefs/meta/meta_encoding.h"
+#include "fsck/fsck_internal.h"
+#include "meta/meta_encoding.h"
 
 namespace tipfs::fsck {
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "fusefs/meta/meta_store.h"
+#include "meta/meta_store.h"
 #include "stripe/volume.h"
 #include "util/status.h"
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "fusefs/fsck/fsck.h"
-#include "fusefs/meta/meta_store.h"
+#include "fsck/fsck.h"
+#include "meta/meta_store.h"
 #include "stripe/volume.h"
 
 namespace tipfs::fsck {
