@@ -331,7 +331,8 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       }
       r->last_start_ns = now;
       reader = readers_[static_cast<uint32_t>(ctx.stream)];
-      const bool matched = MatchStreams(static_cast<uint32_t>(ctx.stream), ino, offset, n, now);
+      const bool matched = MatchStreams(static_cast<uint32_t>(ctx.stream), ino, offset, n, now) ||
+                           MatchSharedStreams(ctx, ino, offset, n, now);
       Readahead(r, ino, offset, n, file_size, matched, now);
     }
     {

@@ -98,6 +98,9 @@ struct ReadContext {
   uint64_t spec_stream = 0;
   uint32_t spec_epoch = 0;
   uint32_t spec_owner = 0;  // the process the hints are charged to (0: spec_stream)
+  // A process whose shared streams (ShareStream) this reader's reads consume too. fusefs sets it
+  // only when the reader has that process's uid and descends from it (0: none).
+  uint32_t shared_owner = 0;
 };
 
 // One hinted range of a file, resolved by fusefs: inode, offset, length clipped to end of file
@@ -157,6 +160,7 @@ struct CacheStats {
   uint64_t hinted_cancelled = 0;  // hinted accesses dropped by cancel, epoch or retirement
   uint64_t hinted_skipped = 0;    // hinted accesses passed over by the reader
   uint64_t hinted_ejected = 0;    // hinted blocks given up for a better use (TIP decision)
+  uint64_t shared_consumed = 0;   // hinted accesses of a shared stream read by a descendant
   uint64_t warmup_prefetched = 0;
   uint64_t streams_active = 0;
   uint64_t streams_retired = 0;  // stopped matching, or idle
@@ -224,6 +228,13 @@ class FileCache {
   Status Cancel(uint64_t stream, std::optional<uint32_t> epoch = std::nullopt);
   // Drops every stream owned by process `owner`.
   void CancelProcess(uint32_t owner);
+  // Lets the reads of `owner`'s descendants (ReadContext::shared_owner) consume `owner`'s stream
+  // `stream`, in any order (HintStream::MatchAnyOrder), or (`shared` false) stops that. The mark
+  // outlives the stream's hints: a stream retired and hinted again is still shared. EDQUOT: the
+  // owner shares kMaxSharedPerOwner streams already.
+  Status ShareStream(uint64_t stream, uint32_t owner, bool shared);
+  // Drops `owner`'s sharing marks and cancels its streams (fusefs: the process exited).
+  void ForgetSharer(uint32_t owner);
   StreamInfo QueryStream(uint64_t stream) const;
 
   // A disk whose reads fail gets no prefetches (hinted, read-ahead, warm-up) until it works
@@ -291,6 +302,11 @@ class FileCache {
   void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as);
   void ReleaseHold(const HintedAccess& a, Release how);
   bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now);
+  // Stream sharing (stream_sharing.cc). The shared streams of the reader itself and of
+  // ctx.shared_owner, matched in any order.
+  bool MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
+                          int64_t now);
+  bool IsShared(uint64_t stream) const { return shared_streams_.contains(stream); }
   void Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, uint64_t length,
                  uint64_t file_size, bool matched, int64_t now);
   void HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
@@ -318,6 +334,8 @@ class FileCache {
   void Eject(const Ejection& e);
   template <typename Fn>
   void MutateStream(HintStream* s, Release how, Fn fn);
+  // The same for callers outside tip_manager.cc, where the template is defined.
+  void MutateStreamWith(HintStream* s, Release how, const std::function<void(StreamRelease*)>& fn);
 
   // Constant after construction.
   stripe::StripedIo* const io_;
@@ -335,6 +353,7 @@ class FileCache {
   std::unordered_map<uint64_t, std::unique_ptr<HintStream>> streams_;  // matched against reads
   std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_;  // prefetched in order
   std::unordered_map<uint32_t, OwnerState> owners_;
+  std::unordered_map<uint64_t, uint32_t> shared_streams_;  // stream id -> owner (ShareStream)
   uint64_t global_hinted_bytes_ = 0;
   uint64_t global_segments_ = 0;
   // Hinted accesses expanded from segments in all streams (about 80 bytes each): the manager

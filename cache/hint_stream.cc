@@ -92,39 +92,28 @@ void HintStream::PopFront(bool consumed, StreamRelease* release) {
   }
 }
 
-HintStream::MatchResult HintStream::Match(uint64_t ino, uint64_t offset, uint64_t length,
-                                          int64_t now_ns, StreamRelease* release) {
-  const uint64_t end = offset + length;
-  Expand(kMatchLookahead);
-  auto overlaps = [&](const HintedAccess& a) {
-    return a.ino == ino && offset < a.end && end > a.begin;
-  };
-  size_t found = accesses_.size();
-  for (size_t i = 0; i < std::min(accesses_.size(), kMatchLookahead); ++i) {
-    if (overlaps(accesses_[i])) {
-      found = i;
-      break;
-    }
-  }
-  if (found == accesses_.size()) {
-    if (has_last_ && last_ino_ == ino && offset / block_size_ <= last_block_ &&
-        (end - 1) / block_size_ >= last_block_) {
-      return MatchResult::kNeutral;
-    }
-    ++mismatches_;
-    return MatchResult::kMismatch;
-  }
-  for (size_t i = 0; i < found; ++i) PopFront(/*consumed=*/false, release);
+void HintStream::ConsumeAt(size_t index, StreamRelease* release) {
+  HintedAccess a = accesses_[index];
+  accesses_.erase(accesses_.begin() + static_cast<std::ptrdiff_t>(index));
+  if (cursor_ > index) --cursor_;
+  Account(a, -1);
+  ++blocks_consumed;
+  release->consumed.push_back(a);
+}
+
+void HintStream::ConsumeFrom(size_t index, uint64_t ino, uint64_t offset, uint64_t end,
+                             int64_t now_ns, StreamRelease* release) {
   while (true) {
-    if (accesses_.empty()) Expand(1);
-    if (accesses_.empty() || !overlaps(accesses_.front())) break;
-    HintedAccess& a = accesses_.front();
+    if (index >= accesses_.size()) Expand(index + 1);
+    if (index >= accesses_.size()) break;
+    HintedAccess& a = accesses_[index];
+    if (a.ino != ino || offset >= a.end || end <= a.begin) break;
     a.consumed_any = true;
     has_last_ = true;
     last_ino_ = ino;
     last_block_ = a.block;
     if (end >= a.end) {
-      PopFront(/*consumed=*/true, release);
+      ConsumeAt(index, release);
     } else {
       // Partly read: the block stays hinted until its last hinted byte has been read.
       outstanding_bytes_ -= end - a.begin;
@@ -134,7 +123,50 @@ HintStream::MatchResult HintStream::Match(uint64_t ino, uint64_t offset, uint64_
   }
   mismatches_ = 0;
   last_activity_ns_ = now_ns;
+}
+
+bool HintStream::IsReread(uint64_t ino, uint64_t offset, uint64_t end) const {
+  return has_last_ && last_ino_ == ino && offset / block_size_ <= last_block_ &&
+         (end - 1) / block_size_ >= last_block_;
+}
+
+HintStream::MatchResult HintStream::Match(uint64_t ino, uint64_t offset, uint64_t length,
+                                          int64_t now_ns, StreamRelease* release) {
+  const uint64_t end = offset + length;
+  Expand(kMatchLookahead);
+  size_t found = accesses_.size();
+  for (size_t i = 0; i < std::min(accesses_.size(), kMatchLookahead); ++i) {
+    const HintedAccess& a = accesses_[i];
+    if (a.ino == ino && offset < a.end && end > a.begin) {
+      found = i;
+      break;
+    }
+  }
+  if (found == accesses_.size()) {
+    if (IsReread(ino, offset, end)) return MatchResult::kNeutral;
+    ++mismatches_;
+    return MatchResult::kMismatch;
+  }
+  for (size_t i = 0; i < found; ++i) PopFront(/*consumed=*/false, release);
+  ConsumeFrom(0, ino, offset, end, now_ns, release);
   return MatchResult::kMatched;
+}
+
+HintStream::MatchResult HintStream::MatchAnyOrder(uint64_t ino, uint64_t offset, uint64_t length,
+                                                  int64_t now_ns, StreamRelease* release) {
+  const uint64_t end = offset + length;
+  Expand(kSharedMatchWindow);
+  const size_t window = std::min(accesses_.size(), kSharedMatchWindow);
+  for (size_t i = 0; i < window; ++i) {
+    const HintedAccess& a = accesses_[i];
+    if (a.ino == ino && offset < a.end && end > a.begin) {
+      ConsumeFrom(i, ino, offset, end, now_ns, release);
+      return MatchResult::kMatched;
+    }
+  }
+  if (IsReread(ino, offset, end)) return MatchResult::kNeutral;
+  ++mismatches_;
+  return MatchResult::kMismatch;
 }
 
 template <typename Pred>

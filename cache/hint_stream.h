@@ -9,6 +9,11 @@
 // consumed is neutral; anything else is an unhinted read, and after kRetireAfterMismatches of those
 // in a row the stream is retired by its owner.
 //
+// A stream its owner shared with its descendants (TIPFS_IOC_SHARE: a loader whose worker processes
+// read the order it disclosed, each its own part at once) is matched in any order instead: a read
+// consumes what it overlaps among the next kSharedMatchWindow accesses and drops none, since the
+// accesses before it belong to readers that have not got there yet.
+//
 // Not thread-safe: FileCache guards every stream with its mutex.
 #pragma once
 
@@ -69,6 +74,9 @@ class HintStream {
  public:
   static constexpr size_t kMatchLookahead = 16;
   static constexpr uint32_t kRetireAfterMismatches = 64;
+  // Wide enough for the samples a loader has handed its workers and they have not read yet
+  // (PyTorch: prefetch_factor x num_workers batches; 2 x 8 x 256 samples is 4096).
+  static constexpr size_t kSharedMatchWindow = 4096;
 
   HintStream(uint64_t id, uint32_t owner, uint32_t block_size, int64_t now_ns);
 
@@ -90,6 +98,9 @@ class HintStream {
   // accesses are appended to *release.
   MatchResult Match(uint64_t ino, uint64_t offset, uint64_t length, int64_t now_ns,
                     StreamRelease* release);
+  // The same for a shared stream, in any order within kSharedMatchWindow (see above).
+  MatchResult MatchAnyOrder(uint64_t ino, uint64_t offset, uint64_t length, int64_t now_ns,
+                            StreamRelease* release);
 
   // Drops every access (or those of one epoch / one file) into *release.
   void CancelAll(StreamRelease* release);
@@ -123,6 +134,13 @@ class HintStream {
 
  private:
   void PopFront(bool consumed, StreamRelease* release);
+  // Consumes the accesses from `index` on that [offset, end) of `ino` overlaps (at least the one
+  // at `index`, which it must overlap).
+  void ConsumeFrom(size_t index, uint64_t ino, uint64_t offset, uint64_t end, int64_t now_ns,
+                   StreamRelease* release);
+  // Removes access `index` as consumed.
+  void ConsumeAt(size_t index, StreamRelease* release);
+  bool IsReread(uint64_t ino, uint64_t offset, uint64_t end) const;
   template <typename Pred>
   void DropIf(Pred pred, StreamRelease* release);
   void Account(const HintedAccess& a, int sign);

@@ -239,6 +239,11 @@ void FileCache::MutateStream(HintStream* s, Release how, Fn fn) {
   }
 }
 
+void FileCache::MutateStreamWith(HintStream* s, Release how,
+                                 const std::function<void(StreamRelease*)>& fn) {
+  MutateStream(s, how, fn);
+}
+
 void FileCache::ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as) {
   (void)s;
   for (const HintedAccess& a : release->consumed) {
@@ -365,6 +370,7 @@ bool FileCache::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint6
   bool matched = false;
   std::vector<uint64_t> retire;
   for (uint64_t id : owner_it->second.streams) {
+    if (IsShared(id)) continue;  // MatchSharedStreams (stream_sharing.cc)
     HintStream* s = streams_.at(id).get();
     HintStream::MatchResult result = HintStream::MatchResult::kMismatch;
     MutateStream(s, Release::kDropped,

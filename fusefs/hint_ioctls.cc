@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -19,6 +20,17 @@ namespace {
 constexpr uint64_t kNamedStreamBase = uint64_t{1} << 32;
 constexpr uint64_t kMaxOffset = uint64_t{INT64_MAX};
 constexpr int kMaxSymlinkHops = 40;  // as Linux's MAXSYMLINKS
+// Parent links followed from a reader to its sharing ancestor (a loader's workers are its
+// children, or grandchildren under a fork server).
+constexpr int kMaxAncestors = 32;
+constexpr int64_t kLineageTtlNanos = 1'000'000'000;
+constexpr size_t kMaxLineages = 4096;
+
+int64_t MonotonicNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 Status CheckHeader(const tipfs_hint_header& header) {
   if (header.version != TIPFS_HINT_VERSION) {
@@ -60,6 +72,7 @@ HintIoctls::HintIoctls(FileSystem* fs, cache::FileCache* cache, std::string moun
 
 HintIoctls::~HintIoctls() {
   for (auto& [pid, attachment] : attached_) close(attachment.pidfd);
+  for (auto& [pid, sharer] : sharers_) close(sharer.pidfd);
 }
 
 Status HintIoctls::Handle(const IoctlCaller& caller, uint64_t ino, int open_flags,
@@ -84,6 +97,9 @@ Status HintIoctls::Handle(const IoctlCaller& caller, uint64_t ino, int open_flag
     case TIPFS_IOC_SPEC_DETACH:
       expected = sizeof(tipfs_spec_attach);
       break;
+    case TIPFS_IOC_SHARE:
+      expected = sizeof(tipfs_share);
+      break;
     default:
       return Status::FromErrno(ENOTTY, "unknown ioctl command");
   }
@@ -104,6 +120,8 @@ Status HintIoctls::Handle(const IoctlCaller& caller, uint64_t ino, int open_flag
       return Query(caller, in, out);
     case TIPFS_IOC_SPEC_ATTACH:
       return Attach(caller, in);
+    case TIPFS_IOC_SHARE:
+      return Share(caller, in);
     default:
       return Detach(caller);
   }
@@ -343,11 +361,100 @@ Status HintIoctls::Detach(const IoctlCaller& caller) {
   return Status::OK();
 }
 
-cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid) {
+Status HintIoctls::Share(const IoctlCaller& caller, const void* in) {
+  const auto* request = static_cast<const tipfs_share*>(in);
+  if ((request->flags & ~TIPFS_SHARE_DESCENDANTS) != 0 || request->reserved != 0) {
+    return Status::InvalidArgument("unknown share flags");
+  }
+  Result<uint64_t> stream = StreamFor(caller, request->header.stream);
+  if (!stream.ok()) return stream.status();
+  const uint32_t process = ProcessOf(caller.pid);
+  if (OwnerOf(*stream) != process) {
+    return Status::FromErrno(EPERM, "only the process that owns stream " +
+                                        std::to_string(request->header.stream) + " may share it");
+  }
+  const bool shared = (request->flags & TIPFS_SHARE_DESCENDANTS) != 0;
+  if (shared) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, inserted] = sharers_.try_emplace(process);
+    if (!inserted && (ProcessExited(it->second.pidfd) || it->second.uid != caller.uid)) {
+      // A process id reused since, or the sharer changed its user: start afresh.
+      close(it->second.pidfd);
+      inserted = true;
+    }
+    if (inserted) {
+      it->second.pidfd = static_cast<int>(syscall(SYS_pidfd_open, process, 0));
+      if (it->second.pidfd < 0) {
+        Status status = ErrnoStatus("pidfd_open of the sharing process");
+        sharers_.erase(it);
+        return status;
+      }
+      it->second.uid = caller.uid;
+      ++sharers_generation_;
+      sharer_count_.store(sharers_.size(), std::memory_order_relaxed);
+    }
+  }
+  return cache_->ShareStream(*stream, process, shared);
+}
+
+uint32_t HintIoctls::SharingAncestor(uint32_t process, uint32_t uid) {
+  const int64_t now = MonotonicNanos();
+  uint32_t sharer = 0;
+  bool known = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lineage_.find(process);
+    if (it != lineage_.end() && it->second.generation == sharers_generation_ &&
+        now - it->second.found_ns < kLineageTtlNanos) {
+      sharer = it->second.sharer;
+      known = true;
+    }
+  }
+  if (!known) {
+    // Walk /proc without the lock; the sharers are looked up under it below.
+    uint32_t chain[kMaxAncestors];
+    int length = 0;
+    for (uint32_t p = ParentOf(process); p > 1 && length < kMaxAncestors; p = ParentOf(p)) {
+      chain[length++] = p;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < length && sharer == 0; ++i) {
+      if (sharers_.contains(chain[i])) sharer = chain[i];
+    }
+    if (lineage_.size() >= kMaxLineages) lineage_.clear();
+    lineage_[process] = Lineage{sharer, sharers_generation_, now};
+  }
+  if (sharer == 0) return 0;
+  bool exited = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sharers_.find(sharer);
+    if (it == sharers_.end()) return 0;
+    if (ProcessExited(it->second.pidfd)) {
+      close(it->second.pidfd);
+      sharers_.erase(it);
+      ++sharers_generation_;
+      sharer_count_.store(sharers_.size(), std::memory_order_relaxed);
+      exited = true;
+    } else if (it->second.uid != uid) {
+      return 0;  // another user's process never consumes the sharer's hints
+    }
+  }
+  if (exited) {
+    cache_->ForgetSharer(sharer);  // its hints have no reader left to serve
+    return 0;
+  }
+  return sharer;
+}
+
+cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid, uint32_t uid) {
   cache::ReadContext context;
   uint32_t process = ProcessOf(tid);
   context.stream = process;
   context.pid = tid;
+  if (uid != kNoUid && sharer_count_.load(std::memory_order_relaxed) > 0) {
+    context.shared_owner = SharingAncestor(process, uid);
+  }
   if (attached_count_.load(std::memory_order_relaxed) == 0) return context;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = attached_.find(process);
@@ -374,8 +481,8 @@ size_t HintIoctls::attached() const {
   return alive;
 }
 
-cache::ReadContext ReadContextFor(uint32_t tid, HintIoctls* hints) {
-  if (hints != nullptr) return hints->ReadContextFor(tid);
+cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid, HintIoctls* hints) {
+  if (hints != nullptr) return hints->ReadContextFor(tid, uid);
   cache::ReadContext context;
   context.stream = ProcessOf(tid);
   context.pid = tid;

@@ -6,6 +6,9 @@
 // Streams: TIPFS_STREAM_SELF is the caller's process. An explicit stream id below 2^32 names a
 // process and is accepted only for the caller itself or its parent (libtipspec's child hints
 // for its parent); ids from 2^32 up are the caller's own named streams, kept apart per process.
+// A process may share one of its streams with its descendants (TIPFS_IOC_SHARE): the reads of a
+// process consume a shared stream when the process runs as the sharer's uid and descends from it
+// (the nearest sharing ancestor counts); see docs/DESIGN.md "Which reads consume which hints".
 //
 // Thread-safety: all methods may be called from any FUSE thread.
 #pragma once
@@ -43,8 +46,10 @@ class HintIoctls {
   Status Handle(const IoctlCaller& caller, uint64_t ino, int open_flags, unsigned int command,
                 const void* in, size_t in_size, size_t out_size, std::string* out);
 
-  // How a read from thread `tid` is to be served (speculative when its process attached).
-  cache::ReadContext ReadContextFor(uint32_t tid);
+  // How a read from thread `tid` of user `uid` is to be served: speculative when its process
+  // attached; with the process whose shared streams it may consume (kNoUid: none).
+  static constexpr uint32_t kNoUid = UINT32_MAX;
+  cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid = kNoUid);
 
   // Speculating processes currently attached (for stats).
   size_t attached() const;
@@ -64,6 +69,9 @@ class HintIoctls {
   Status Query(const IoctlCaller& caller, const void* in, std::string* out);
   Status Attach(const IoctlCaller& caller, const void* in);
   Status Detach(const IoctlCaller& caller);
+  Status Share(const IoctlCaller& caller, const void* in);
+  // The nearest ancestor of `process` that shares a stream, if it runs as `uid` (else 0).
+  uint32_t SharingAncestor(uint32_t process, uint32_t uid);
   // The inode at `path` (absolute under the mount, or relative to its root), with search
   // permission on every directory on the way; symlinks inside the mount are followed.
   Result<meta::Inode> ResolvePath(std::string_view path, const Credentials& who);
@@ -76,9 +84,25 @@ class HintIoctls {
   std::unordered_map<uint32_t, Attachment> attached_;  // GUARDED_BY(mu_), by process id
   // attached_.size(), readable without mu_: the read path skips the lock when nobody speculates.
   std::atomic<size_t> attached_count_{0};
+
+  struct Sharer {
+    int pidfd = -1;  // tells whether that process is still the one that shared
+    uint32_t uid = 0;
+  };
+  // A reader's nearest sharing ancestor, found by walking /proc's parent links; walked again
+  // when the sharers change or after kLineageTtl (a reused process id may be someone else).
+  struct Lineage {
+    uint32_t sharer = 0;  // 0: none
+    uint64_t generation = 0;
+    int64_t found_ns = 0;
+  };
+  std::unordered_map<uint32_t, Sharer> sharers_;   // GUARDED_BY(mu_), by process id
+  std::unordered_map<uint32_t, Lineage> lineage_;  // GUARDED_BY(mu_), by reading process
+  uint64_t sharers_generation_ = 0;                // GUARDED_BY(mu_)
+  std::atomic<size_t> sharer_count_{0};            // sharers_.size(), as attached_count_
 };
 
 // ReadContextFor for a bridge that may have no hint handler.
-cache::ReadContext ReadContextFor(uint32_t tid, HintIoctls* hints);
+cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid, HintIoctls* hints);
 
 }  // namespace tipfs::fusefs

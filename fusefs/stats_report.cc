@@ -60,6 +60,10 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
       {"hints.evicted_unused", double(s.hinted_evicted_unused), "counter",
        "Hinted blocks evicted unread"},
       {"hints.cancelled", double(s.hinted_cancelled), "counter", "Hinted accesses cancelled"},
+      {"hints.skipped", double(s.hinted_skipped), "counter",
+       "Hinted accesses passed over by the reader"},
+      {"hints.shared_consumed", double(s.shared_consumed), "counter",
+       "Hinted accesses of shared streams read by the sharer's descendants"},
       {"hints.outstanding.bytes", double(s.outstanding_hinted_bytes), "gauge",
        "Hinted bytes not yet read"},
       {"hints.streams.active", double(s.streams_active), "gauge", "Hint streams"},
@@ -124,9 +128,14 @@ std::string StatsReport::Text() const {
           s.readahead_issued, s.readahead_hits, s.readahead_evicted_unused);
   Appendf(&out,
           "hints: %" PRIu64 " calls (%" PRIu64 " refused); %" PRIu64 " prefetched, %" PRIu64
-          " used, %" PRIu64 " evicted unused, %" PRIu64 " cancelled; horizon %.1f\n",
+          " used, %" PRIu64 " evicted unused, %" PRIu64 " cancelled, %" PRIu64
+          " skipped; horizon %.1f\n",
           s.hint_calls, s.hints_refused, s.hinted_prefetched, s.hinted_used,
-          s.hinted_evicted_unused, s.hinted_cancelled, s.prefetch_horizon);
+          s.hinted_evicted_unused, s.hinted_cancelled, s.hinted_skipped, s.prefetch_horizon);
+  if (s.shared_consumed > 0) {
+    Appendf(&out, "  shared      %" PRIu64 " blocks consumed by the sharers' descendants\n",
+            s.shared_consumed);
+  }
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
     Appendf(&out, "  %-11s %s hinted, %" PRIu64 " blocks consumed, accuracy %.2f\n",
             kSourceNames[i], FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i],

@@ -125,6 +125,19 @@ struct tipfs_spec_attach {
   uint32_t reserved;
 };
 
+/* TIPFS_IOC_SHARE: with flags TIPFS_SHARE_DESCENDANTS, lets the reads of the caller's
+ * descendants (children, their children...) that run as the caller's user consume the hints of
+ * the caller's stream header.stream (TIPFS_STREAM_SELF or one of its named streams), in any order:
+ * a loader discloses its order and its worker processes, each reading its own part, consume it.
+ * flags 0 stops sharing. Other processes' reads never consume the stream; only the caller may
+ * cancel it. The stream may be shared before or after it is hinted. See tipfs_hint(3). */
+#define TIPFS_SHARE_DESCENDANTS 1u
+struct tipfs_share {
+  struct tipfs_hint_header header; /* stream: the caller's stream to share */
+  uint32_t flags;                  /* TIPFS_SHARE_DESCENDANTS, or 0 */
+  uint32_t reserved;               /* 0 */
+};
+
 #define TIPFS_IOC_MAGIC 'T'
 #define TIPFS_IOC_HINT_FD _IOW(TIPFS_IOC_MAGIC, 1, struct tipfs_hint_fd)
 #define TIPFS_IOC_HINT_PATHS _IOW(TIPFS_IOC_MAGIC, 2, struct tipfs_hint_paths)
@@ -132,6 +145,7 @@ struct tipfs_spec_attach {
 #define TIPFS_IOC_QUERY _IOWR(TIPFS_IOC_MAGIC, 4, struct tipfs_query)
 #define TIPFS_IOC_SPEC_ATTACH _IOW(TIPFS_IOC_MAGIC, 5, struct tipfs_spec_attach)
 #define TIPFS_IOC_SPEC_DETACH _IOW(TIPFS_IOC_MAGIC, 6, struct tipfs_spec_attach)
+#define TIPFS_IOC_SHARE _IOW(TIPFS_IOC_MAGIC, 7, struct tipfs_share)
 
 /* ---- Convenience helpers ------------------------------------------------------------------
  * Header-only (static inline), no library to link. Each returns 0 on success or -1 with errno
@@ -290,6 +304,16 @@ static inline int tipfs_hint_query(int fd, uint64_t stream, struct tipfs_query *
   memset(out, 0, sizeof(*out));
   tipfs_hint_header_init(&out->header, TIPFS_SOURCE_MANUAL, stream, 0, 0);
   return ioctl(fd, TIPFS_IOC_QUERY, out) == 0 ? 0 : -1;
+}
+
+/* Lets the caller's descendants of the same user consume `stream` (TIPFS_SHARE_DESCENDANTS), or
+ * stops it (flags 0). */
+static inline int tipfs_hint_share(int fd, uint64_t stream, uint32_t flags) {
+  struct tipfs_share req;
+  memset(&req, 0, sizeof(req));
+  tipfs_hint_header_init(&req.header, TIPFS_SOURCE_MANUAL, stream, 0, 0);
+  req.flags = flags;
+  return ioctl(fd, TIPFS_IOC_SHARE, &req) == 0 ? 0 : -1;
 }
 
 /* Declares the calling process a speculating child hinting for `stream` in `epoch` (see

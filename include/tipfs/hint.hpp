@@ -67,6 +67,12 @@ class Hinter {
   }
   int CancelAll() const { return Errno(tipfs_hint_cancel_all(fd_)); }
 
+  // Lets this process's descendants of the same user consume the stream (TIPFS_IOC_SHARE), or
+  // stops it.
+  int Share(bool shared = true) const {
+    return Errno(tipfs_hint_share(fd_, stream_, shared ? TIPFS_SHARE_DESCENDANTS : 0u));
+  }
+
   // The stream's state and the mount's cache counters.
   int Query(tipfs_query* out) const { return Errno(tipfs_hint_query(fd_, stream_, out)); }
 

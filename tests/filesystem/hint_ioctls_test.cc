@@ -5,7 +5,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -215,6 +217,60 @@ TEST_F(HintIoctlsTest, AttachedProcessesReadSpeculativelyUntilTheyDetach) {
   ASSERT_EQ(Call(TIPFS_IOC_SPEC_DETACH, attach, Me()), 0);
   EXPECT_FALSE(hints_->ReadContextFor(tid).speculative);
   EXPECT_EQ(Call(TIPFS_IOC_SPEC_DETACH, attach, Me()), EINVAL);
+}
+
+TEST_F(HintIoctlsTest, SharedStreamsAreConsumableByDescendantsOfTheSameUserOnly) {
+  const uint32_t me = static_cast<uint32_t>(getpid());
+  tipfs_share share{};
+  share.header = Header();
+  share.header.stream = (uint64_t{1} << 32) | 5;  // a named stream of mine
+  share.flags = TIPFS_SHARE_DESCENDANTS;
+  ASSERT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), 0);
+  // A child (a loader's worker) of my user is vouched for; of another user, or not my
+  // descendant (my parent, myself), it is not.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c = 1;
+    (void)!write(ready[1], &c, 1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  const uint32_t worker = static_cast<uint32_t>(child);
+  EXPECT_EQ(hints_->ReadContextFor(worker, 0).shared_owner, me);
+  EXPECT_EQ(hints_->ReadContextFor(worker, 65534).shared_owner, 0u);
+  EXPECT_EQ(hints_->ReadContextFor(worker).shared_owner, 0u);  // uid unknown
+  EXPECT_EQ(hints_->ReadContextFor(static_cast<uint32_t>(getppid()), 0).shared_owner, 0u);
+  EXPECT_EQ(hints_->ReadContextFor(me, 0).shared_owner, 0u);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST_F(HintIoctlsTest, ShareRefusesBadFlagsAndStreamsOfOthers) {
+  tipfs_share share{};
+  share.header = Header();
+  share.flags = 4;
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), EINVAL);
+  share.flags = TIPFS_SHARE_DESCENDANTS;
+  share.reserved = 1;
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), EINVAL);
+  share.reserved = 0;
+  share.header.stream = static_cast<uint64_t>(getppid());  // my parent's: a speculating child's
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), EPERM);
+  share.header.stream = 1;  // some other process
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), EPERM);
+  share.header.stream = uint64_t{1} << 32;  // named, zero low bits
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), EINVAL);
+  share.header.stream = TIPFS_STREAM_SELF;
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), 0);
+  share.flags = 0;  // and back
+  EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), 0);
 }
 
 }  // namespace
