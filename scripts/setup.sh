@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git fuse3 libfuse3-dev librocksdb-dev liburing-dev
   libcli11-dev libgtest-dev libgmock-dev libseccomp-dev gnuplot-nox fio hyperfine tre-agrep
-  binutils man-db python3 attr ccache)
+  binutils man-db python3 attr ccache
+  # tests/python: Debian's pytest and PyTorch (about 140 MiB to download, 600 MiB installed),
+  # venv and setuptools for its `pip install ./python` check
+  python3-pytest python3-torch python3-venv python3-setuptools python3-pip)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
