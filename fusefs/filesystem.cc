@@ -123,13 +123,15 @@ Result<Inode> FileSystem::Link(Ino ino, Ino new_parent, std::string_view new_nam
 Status FileSystem::Unlink(Ino parent, std::string_view name) {
   Result<Inode> inode = meta_->Unlink(parent, name, Time::Now());
   if (!inode.ok()) return inode.status();
-  return ReclaimIfUnused(*inode);
+  ReclaimAfterNamespaceChange(*inode);
+  return Status::OK();
 }
 
 Status FileSystem::Rmdir(Ino parent, std::string_view name) {
   Result<Inode> inode = meta_->Rmdir(parent, name, Time::Now());
   if (!inode.ok()) return inode.status();
-  return ReclaimIfUnused(*inode);
+  ReclaimAfterNamespaceChange(*inode);
+  return Status::OK();
 }
 
 Status FileSystem::Rename(Ino parent, std::string_view name, Ino new_parent,
@@ -137,8 +139,20 @@ Status FileSystem::Rename(Ino parent, std::string_view name, Ino new_parent,
   Result<std::optional<Inode>> replaced =
       meta_->Rename(parent, name, new_parent, new_name, flags, Time::Now());
   if (!replaced.ok()) return replaced.status();
-  if (replaced->has_value()) return ReclaimIfUnused(**replaced);
+  if (replaced->has_value()) ReclaimAfterNamespaceChange(**replaced);
   return Status::OK();
+}
+
+void FileSystem::ReclaimAfterNamespaceChange(const Inode& inode) {
+  // The name is gone already (one batch, as on a local file system): failing the call now would
+  // tell the program its file is still there. An inode whose data could not be freed stays on
+  // the orphan list, and the next mount (Recover) frees it.
+  Status reclaimed = ReclaimIfUnused(inode);
+  if (!reclaimed.ok()) {
+    std::fprintf(stderr,
+                 "tipfs: freeing the data of inode %llu failed (the next mount frees it): %s\n",
+                 static_cast<unsigned long long>(inode.ino), reclaimed.ToString().c_str());
+  }
 }
 
 Result<std::string> FileSystem::ReadLink(Ino ino) {
@@ -171,7 +185,15 @@ Result<OpenedFile> FileSystem::Create(const Caller& caller, Ino parent, std::str
   Result<Inode> inode = MakeNode(caller, parent, name, S_IFREG | (mode & 07777), 0);
   if (!inode.ok()) return inode.status();
   Result<OpenedFile> opened = Open(inode->ino, flags & ~O_TRUNC);
-  if (!opened.ok()) inodes_.Forget(inode->ino, 1);
+  if (opened.ok()) return opened;
+  // A create that fails leaves no name: the caller got no descriptor and was told it failed.
+  Forget(inode->ino, 1);
+  Result<Inode> named = meta_->Lookup(parent, name);
+  if (named.ok() && named->ino == inode->ino) {  // not renamed or replaced meanwhile
+    if (Result<Inode> removed = meta_->Unlink(parent, name, Time::Now()); removed.ok()) {
+      ReclaimAfterNamespaceChange(*removed);
+    }
+  }
   return opened;
 }
 

@@ -98,6 +98,9 @@ class FileSystem {
  private:
   // Frees the data and the record of an inode with no links left, unless it is still open.
   Status ReclaimIfUnused(const meta::Inode& inode);
+  // The same after the namespace operation that dropped its last link has succeeded: a failure
+  // leaves the inode an orphan for the next mount instead of failing that operation.
+  void ReclaimAfterNamespaceChange(const meta::Inode& inode);
   // With sync_unlink_first, makes the metadata durable before a non-empty file's data goes.
   Status Reclaim(Ino ino, bool sync_unlink_first = true);
   void UpdateAtime(const meta::Inode& inode);

@@ -56,6 +56,8 @@ void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const St
   while (count <= disk &&
          !disk_count_.compare_exchange_weak(count, disk + 1, std::memory_order_relaxed)) {
   }
+  // A cancelled request (its submitter's io_uring context went away) tells nothing about the disk.
+  if (status.error() == ECANCELED) return;
   Slot& slot = slots_[disk];
   const bool reads_before = slot.reads_failing.load(std::memory_order_relaxed);
   const int err = status.error();

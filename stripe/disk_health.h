@@ -11,8 +11,8 @@
 //   full       ENOSPC or EDQUOT on a write
 // A later success of the same kind that moved data (a read that returned bytes, a write, a sync)
 // clears the state (a healed disk, freed space), so the state says what the last such request of
-// each kind found. A failed Stat of a missing object and a
-// short read are not errors.
+// each kind found. A failed Stat of a missing object, a short read and a cancelled request
+// (ECANCELED: the kernel dropped it, the disk did not fail it) are not errors.
 //
 // Thread-safety: the board is safe from any thread; state queries are lock-free. The listener
 // runs on the thread whose request changed a disk's reads between failing and working, with no

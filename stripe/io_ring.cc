@@ -1,23 +1,16 @@
 // IoRing implementation; the op states are described in io_ring.h.
 #include "stripe/io_ring.h"
 
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#if defined(__SANITIZE_THREAD__)
-// ThreadSanitizer cannot see the ordering io_uring gives (the kernel reads an op's SQE after the
-// submitter's release store and posts its CQE before the completion thread's acquire load), so
-// the hand-off of an Op from submitter to completion thread is annotated.
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-#define TIPFS_TSAN_ACQUIRE(p) __tsan_acquire(p)
-#define TIPFS_TSAN_RELEASE(p) __tsan_release(p)
-#else
-#define TIPFS_TSAN_ACQUIRE(p) ((void)(p))
-#define TIPFS_TSAN_RELEASE(p) ((void)(p))
-#endif
+#include <future>
 
 namespace tipfs::stripe {
 
@@ -27,17 +20,19 @@ constexpr uint32_t kMaxRetries = 64;
 // A single SQE carries at most an unsigned int of bytes; bigger requests continue as "short".
 constexpr uint64_t kMaxBytesPerSqe = uint64_t{1} << 30;
 constexpr size_t kOpsPerChunk = 64;
-constexpr size_t kMaxDeferredRings = 8;
+constexpr size_t kMaxDeferredRings = 64;
+// user_data of the eventfd read that wakes the ring thread (ops are aligned pointers, never 1).
+constexpr uint64_t kWakeTag = 1;
 
-// Rings with SQEs this thread prepared inside a SubmitBatch scope, not yet submitted.
+// The ring whose thread this is (a Submit from its finish callbacks only queues).
+thread_local IoRing* t_ring_thread = nullptr;
+// Rings this thread queued to inside a SubmitBatch scope, not yet woken.
 thread_local int t_batch_depth = 0;
 thread_local IoRing* t_deferred[kMaxDeferredRings];
 thread_local size_t t_deferred_count = 0;
-// > 0 while this thread runs finish callbacks (it then never reaps inline).
-thread_local int t_reap_depth = 0;
 
-// Marks `ring` as needing a flush at scope end; false when the thread's table is full.
-bool DeferSubmit(IoRing* ring) {
+// Marks `ring` as needing a wake-up at scope end; false when the thread's table is full.
+bool DeferWake(IoRing* ring) {
   for (size_t i = 0; i < t_deferred_count; ++i) {
     if (t_deferred[i] == ring) return true;
   }
@@ -46,28 +41,60 @@ bool DeferSubmit(IoRing* ring) {
   return true;
 }
 
+// The ring set up on its own thread: single issuer, completions' task work run only when that
+// thread asks for events (kernel 6.1); plain on older kernels. SUBMIT_ALL: an SQE that fails early
+// (a bad fd) posts its error and the rest still go in.
+int SetUpRing(uint32_t sq_entries, io_uring* ring) {
+  io_uring_params params = {};
+  params.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  int r = io_uring_queue_init_params(sq_entries, ring, &params);
+  if (r == -EINVAL) {
+    params = {};
+    r = io_uring_queue_init_params(sq_entries, ring, &params);
+  }
+  return r;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<IoRing>> IoRing::Create(uint32_t entries) {
+Result<std::unique_ptr<IoRing>> IoRing::Create(uint32_t entries, const std::string& name) {
   if (entries == 0) return Status::InvalidArgument("io_uring: ring_entries must be > 0");
   std::unique_ptr<IoRing> ring(new IoRing(entries));
-  const int r = io_uring_queue_init(entries, &ring->ring_, 0);
-  if (r < 0) return ErrnoStatus("io_uring_queue_init", -r);
-  ring->completion_thread_ = std::thread([raw = ring.get()] { raw->CompletionLoop(); });
+  ring->wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (ring->wake_fd_ < 0) return ErrnoStatus("io_uring: eventfd");
+  std::promise<int> ready;
+  std::future<int> setup = ready.get_future();
+  IoRing* raw = ring.get();
+  const std::string thread_name = name.empty() ? "tipfs-ring" : name.substr(0, 15);
+  ring->thread_ = std::thread([raw, &ready, thread_name] {
+    pthread_setname_np(pthread_self(), thread_name.c_str());
+    // One SQ slot beyond `entries` for the wake-up read.
+    const int r = SetUpRing(raw->entries_ + 1, &raw->ring_);
+    ready.set_value(r);
+    if (r == 0) raw->Loop();
+  });
+  const int r = setup.get();
+  if (r < 0) {
+    ring->thread_.join();
+    return ErrnoStatus("io_uring_queue_init", -r);
+  }
   return ring;
 }
 
 IoRing::IoRing(uint32_t entries) : entries_(entries) {}
 
 IoRing::~IoRing() {
-  if (!completion_thread_.joinable()) return;  // io_uring_queue_init failed; nothing to tear down
-  {
-    std::lock_guard<std::mutex> lock(idle_mu_);
-    stopping_ = true;
-    idle_cv_.notify_one();
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      has_incoming_.store(true);
+    }
+    Wake();
+    thread_.join();
+    io_uring_queue_exit(&ring_);
   }
-  completion_thread_.join();
-  io_uring_queue_exit(&ring_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 IoRing::Op* IoRing::AllocOp() {
@@ -90,31 +117,112 @@ void IoRing::Submit(Op* op) {
   op->transferred = 0;
   op->retries = 0;
   op->next = nullptr;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (in_flight_ >= entries_) {
-    // Ring full: queue in FIFO order; a completion will prepare it (never dropped).
-    ++queued_total_;
-    if (pending_tail_ != nullptr) {
-      pending_tail_->next = op;
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (incoming_tail_ != nullptr) {
+      incoming_tail_->next = op;
     } else {
-      pending_head_ = op;
+      incoming_head_ = op;
     }
-    pending_tail_ = op;
-    return;
+    incoming_tail_ = op;
+    has_incoming_.store(true);
   }
-  ++in_flight_;
-  PrepareLocked(op);
-  if (t_batch_depth > 0 && DeferSubmit(this)) return;
-  SubmitLocked();
-  lock.unlock();
-  ReapInline();
-  WakeCompletionThreadIfNeeded();
+  if (t_ring_thread == this) return;  // the loop takes it before it sleeps again
+  if (t_batch_depth > 0 && DeferWake(this)) return;
+  Wake();
 }
 
-void IoRing::PrepareLocked(Op* op) {
+void IoRing::Wake() {
+  if (!sleeping_.load() || wake_sent_.exchange(true)) return;
+  const uint64_t one = 1;
+  // An eventfd write of 8 bytes cannot be short; EAGAIN would mean the counter is saturated, in
+  // which case the pending read completes anyway.
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void IoRing::FlushThisThread() {
+  const size_t count = t_deferred_count;
+  t_deferred_count = 0;
+  for (size_t i = 0; i < count; ++i) t_deferred[i]->Wake();
+}
+
+IoRing::SubmitBatch::SubmitBatch() { ++t_batch_depth; }
+
+IoRing::SubmitBatch::~SubmitBatch() {
+  if (--t_batch_depth == 0) FlushThisThread();
+}
+
+IoRing::Counters IoRing::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void IoRing::Loop() {
+  t_ring_thread = this;
+  ArmWakeRead();
+  while (true) {
+    PrepareQueued();
+    bool stop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop = stopping_ && in_flight_.load(std::memory_order_acquire) == 0;
+    }
+    if (stop) break;
+    // Sleep only with nothing to reap and nothing queued (see sleeping_ for the ordering).
+    bool wait = io_uring_cq_ready(&ring_) == 0;
+    if (wait) {
+      sleeping_.store(true);
+      if (has_incoming_.load()) wait = false;
+    }
+    Enter(wait);
+    sleeping_.store(false);
+    Reap();
+  }
+  t_ring_thread = nullptr;
+}
+
+void IoRing::PrepareQueued() {
+  Op* list;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    list = incoming_head_;
+    incoming_head_ = incoming_tail_ = nullptr;
+    has_incoming_.store(false);
+  }
+  uint64_t arrived = 0;
+  for (Op* op = list; op != nullptr;) {
+    Op* next = op->next;
+    op->next = nullptr;
+    if (overflow_tail_ != nullptr) {
+      overflow_tail_->next = op;
+    } else {
+      overflow_head_ = op;
+    }
+    overflow_tail_ = op;
+    ++arrived;
+    op = next;
+  }
+  while (overflow_head_ != nullptr && in_kernel_ < entries_) {
+    Op* op = overflow_head_;
+    overflow_head_ = op->next;
+    if (overflow_head_ == nullptr) overflow_tail_ = nullptr;
+    op->next = nullptr;
+    Prepare(op);
+  }
+  if (overflow_head_ != nullptr && arrived > 0) {
+    // FIFO: the ops still waiting are the newest ones.
+    uint64_t waiting = 0;
+    for (Op* op = overflow_head_; op != nullptr && waiting < arrived; op = op->next) ++waiting;
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.queued += waiting;
+  }
+}
+
+void IoRing::Prepare(Op* op) {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) {
-    // Cannot happen: prepared-but-unsubmitted SQEs <= in_flight_ <= entries_ == SQ size.
+    // Cannot happen: SQEs prepared <= in_kernel_ + the wake read <= entries_ + 1 == SQ size.
     std::fprintf(stderr, "INTERNAL ERROR: io_uring submission queue full\n");
     std::abort();
   }
@@ -134,85 +242,74 @@ void IoRing::PrepareLocked(Op* op) {
       break;
   }
   io_uring_sqe_set_data(sqe, op);
-  TIPFS_TSAN_RELEASE(op);
-  in_kernel_.fetch_add(1);
+  ++in_kernel_;
 }
 
-void IoRing::SubmitLocked() {
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int r = io_uring_submit(&ring_);
-    if (r >= 0) return;
-    if (r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-      // The SQEs stay in the ring and go out with the next successful submit.
-      std::fprintf(stderr, "tipfs: io_uring_submit: %s\n", std::strerror(-r));
-      return;
-    }
+void IoRing::ArmWakeRead() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    std::fprintf(stderr, "INTERNAL ERROR: io_uring submission queue full (wake read)\n");
+    std::abort();
   }
+  io_uring_prep_read(sqe, wake_fd_, &wake_buffer_, sizeof(wake_buffer_), 0);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+  wake_armed_ = true;
 }
 
-void IoRing::Flush() {
+void IoRing::Enter(bool wait) {
+  const int r = wait ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit_and_get_events(&ring_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    SubmitLocked();
+    ++counters_.enters;
   }
-  ReapInline();
-  WakeCompletionThreadIfNeeded();
+  if (r >= 0 || r == -EINTR) return;  // EINTR: what was not taken goes in with the next enter
+  const uint32_t unsubmitted = UnsubmittedOps();
+  const bool transient = r == -EAGAIN || r == -ENOMEM || r == -EBUSY;
+  // Ops the kernel holds will complete and free what it ran short of: wait for one, then the
+  // next loop submits the rest. Otherwise nothing would change: fail what it refused.
+  if (transient && in_kernel_ > unsubmitted) {
+    (void)io_uring_enter(ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS, nullptr);
+    return;
+  }
+  std::fprintf(stderr, "tipfs: io_uring_enter: %s; failing %u requests\n", std::strerror(-r),
+               unsubmitted);
+  FailUnsubmitted(-r);
 }
 
-bool IoRing::CqNonEmpty() const {
-  // An unlocked peek with atomic loads (io_uring_cq_ready reads the head non-atomically, which
-  // races with a reaper advancing it on another thread).
-  return __atomic_load_n(ring_.cq.ktail, __ATOMIC_ACQUIRE) !=
-         __atomic_load_n(ring_.cq.khead, __ATOMIC_RELAXED);
+uint32_t IoRing::UnsubmittedOps() const {
+  uint32_t ops = 0;
+  const unsigned head = __atomic_load_n(ring_.sq.khead, __ATOMIC_ACQUIRE);
+  for (unsigned i = head; i != ring_.sq.sqe_tail; ++i) {
+    if (ring_.sq.sqes[i & ring_.sq.ring_mask].user_data != kWakeTag) ++ops;
+  }
+  return ops;
 }
 
-void IoRing::WakeCompletionThreadIfNeeded() {
-  // Ops still in the kernel (not finished inside io_uring_submit) need the completion thread.
-  // Dekker-style with CompletionLoop: we stored in_kernel_ before loading idle_, it stores idle_
-  // before loading in_kernel_ (all seq_cst), so one of us sees the other.
-  if (in_kernel_.load() == 0 || !completion_idle_.load()) return;
-  std::lock_guard<std::mutex> lock(idle_mu_);
-  idle_cv_.notify_one();
-}
-
-void IoRing::ReapInline() {
-  // Nested inside a finish callback: leave it to the completion thread (bounded recursion).
-  if (t_reap_depth > 0) return;
-  // A buffered read that hits the page cache completes inside io_uring_submit; finishing it here
-  // saves two thread wake-ups (completion thread, then the waiting caller).
-  if (!CqNonEmpty()) return;
-  std::unique_lock<std::mutex> cq_lock(cq_mu_, std::try_to_lock);
-  if (!cq_lock.owns_lock()) return;  // the completion thread is draining; it will finish them
-  Reap(std::move(cq_lock));
-}
-
-void IoRing::FlushThisThread() {
-  const size_t count = t_deferred_count;
-  t_deferred_count = 0;
-  for (size_t i = 0; i < count; ++i) t_deferred[i]->Flush();
-}
-
-IoRing::SubmitBatch::SubmitBatch() { ++t_batch_depth; }
-
-IoRing::SubmitBatch::~SubmitBatch() {
-  if (--t_batch_depth == 0) FlushThisThread();
-}
-
-uint32_t IoRing::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return in_flight_;
-}
-
-uint64_t IoRing::queued_total() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_total_;
+void IoRing::FailUnsubmitted(int err) {
+  // Without SQPOLL the kernel reads the SQ only inside io_uring_enter, which only this thread
+  // calls, so moving the tail back to the kernel's head withdraws the SQEs it did not take.
+  const unsigned head = __atomic_load_n(ring_.sq.khead, __ATOMIC_ACQUIRE);
+  for (unsigned i = head; i != ring_.sq.sqe_tail; ++i) {
+    io_uring_sqe* sqe = &ring_.sq.sqes[i & ring_.sq.ring_mask];
+    if (sqe->user_data == kWakeTag) {
+      wake_armed_ = false;
+      continue;
+    }
+    Op* op = reinterpret_cast<Op*>(static_cast<uintptr_t>(sqe->user_data));
+    --in_kernel_;
+    finished_.emplace_back(op, -static_cast<int64_t>(err));
+  }
+  ring_.sq.sqe_tail = head;
+  ring_.sq.sqe_head = head;
+  __atomic_store_n(ring_.sq.ktail, head, __ATOMIC_RELEASE);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.submit_errors += finished_.size();
+  }
 }
 
 bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
-  // -EFAULT: io_uring fails a buffered read or write whose completion must be retried in the
-  // context of its submitter when that thread has exited meanwhile (liburing issue #1595); FUSE
-  // retires idle worker threads, and those submit prefetches. The buffer is still good: retry.
-  if (res == -EINTR || res == -EAGAIN || (res == -EFAULT && op->kind != OpKind::kFdatasync)) {
+  if (res == -EINTR || res == -EAGAIN) {
     if (++op->retries <= kMaxRetries) return false;  // retried unchanged
     *final_result = res;
     return true;
@@ -236,86 +333,61 @@ bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
   return true;
 }
 
-void IoRing::CompletionLoop() {
-  while (true) {
-    {
-      // Sleep while nothing is in the kernel: then no CQE can arrive, and a page-cache hit that
-      // completes inside io_uring_submit does not wake this thread at all.
-      std::unique_lock<std::mutex> lock(idle_mu_);
-      completion_idle_.store(true);
-      idle_cv_.wait(lock, [this] { return in_kernel_.load() > 0 || stopping_; });
-      completion_idle_.store(false);
-      if (stopping_ && in_kernel_.load() == 0) return;
-    }
-    // Waits without holding any lock; the CQEs themselves are read under cq_mu_ in Reap. Not
-    // io_uring_wait_cqe: it reads the CQ head non-atomically, racing with an inline reaper.
-    if (!CqNonEmpty()) {
-      const int r = io_uring_enter(ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS, nullptr);
-      if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-        std::fprintf(stderr, "INTERNAL ERROR: io_uring_enter: %s\n", std::strerror(-r));
-        std::abort();
-      }
-    }
-    Reap(std::unique_lock<std::mutex>(cq_mu_));
-  }
-}
-
-void IoRing::Reap(std::unique_lock<std::mutex> cq_lock) {
-  // Per-thread scratch: Reap never nests on one thread (t_reap_depth), so no allocation per call.
-  thread_local std::vector<Op*> again;
-  thread_local std::vector<std::pair<Op*, int64_t>> finished;
+void IoRing::Reap() {
   unsigned head;
   unsigned seen = 0;
+  uint64_t wakeups = 0;
   io_uring_cqe* cqe;
+  // Ops to prepare again (retried or short) keep their slots: their CQE freed one.
+  Op* again = nullptr;
   io_uring_for_each_cqe(&ring_, head, cqe) {
     ++seen;
+    if (cqe->user_data == kWakeTag) {
+      wake_armed_ = false;
+      wake_sent_.store(false);
+      ++wakeups;
+      continue;
+    }
     Op* op = static_cast<Op*>(io_uring_cqe_get_data(cqe));
-    TIPFS_TSAN_ACQUIRE(op);
+    --in_kernel_;
     int64_t result = 0;
     if (HandleResult(op, cqe->res, &result)) {
-      finished.emplace_back(op, result);
+      finished_.emplace_back(op, result);
     } else {
-      again.push_back(op);
+      op->next = again;
+      again = op;
     }
   }
   io_uring_cq_advance(&ring_, seen);
-  in_kernel_.fetch_sub(seen);
-  cq_lock.unlock();
-
-  if (!again.empty()) {
-    // These ops keep their slots, so there is room in the SQ for them.
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Op* op : again) PrepareLocked(op);
-    SubmitLocked();
-    again.clear();
+  while (again != nullptr) {
+    Op* op = again;
+    again = op->next;
+    op->next = nullptr;
+    Prepare(op);
   }
-  if (finished.empty()) return;
-  ++t_reap_depth;
-  for (auto& [op, result] : finished) op->finish(op, result);
-  --t_reap_depth;
+  if (!wake_armed_) ArmWakeRead();
+  if (wakeups > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    counters_.wakeups += wakeups;
+  }
+  if (finished_.empty()) return;
+  for (auto& [op, result] : finished_) {
+    // Counted out first: a caller woken by its callback may look at in_flight() at once.
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    op->finish(op, result);
+    op->done = nullptr;
+    op->owner = nullptr;
+    op->owner_data = nullptr;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [op, result] : finished) {
-      op->done = nullptr;
-      op->owner = nullptr;
-      op->owner_data = nullptr;
+    for (auto& [op, result] : finished_) {
       op->next = free_list_;
       free_list_ = op;
     }
-    in_flight_ -= static_cast<uint32_t>(finished.size());
-    bool prepared = false;
-    while (pending_head_ != nullptr && in_flight_ < entries_) {
-      Op* op = pending_head_;
-      pending_head_ = op->next;
-      if (pending_head_ == nullptr) pending_tail_ = nullptr;
-      op->next = nullptr;
-      ++in_flight_;
-      PrepareLocked(op);
-      prepared = true;
-    }
-    if (prepared) SubmitLocked();
+    counters_.ops += finished_.size();
   }
-  finished.clear();
+  finished_.clear();
 }
 
 }  // namespace tipfs::stripe

@@ -1,41 +1,44 @@
-// IoRing: one io_uring shared by all PosixDisks of a volume, with a completion thread.
+// IoRing: one io_uring and the one thread that owns it. The volume makes one per disk, so a
+// disk's requests never wait behind another disk's, and no request belongs to a thread that can
+// exit before it completes: io_uring work belongs to the task that submitted it, and the kernel
+// cancels it (-ECANCELED) or fails its retry (-EFAULT) when that task exits — libfuse retires idle
+// FUSE workers, which used to submit. Here callers only queue; the ring's thread submits.
 //
 // A caller fills an IoRing::Op (fd, offset, buffer, length, what to call when finished) and hands
 // it to Submit. An op moves through these states:
-//   submitted  -> prepared as an SQE (or queued in FIFO order when `entries` ops are in flight;
-//                 queued ops are prepared as completions free slots, never dropped)
-//   completed  -> the completion thread reads its CQE (io_uring_for_each_cqe, then one
-//                 io_uring_cq_advance for the whole batch); a submitter that finds CQEs ready
-//                 right after io_uring_submit (page-cache hits complete inside the syscall)
-//                 drains them itself, saving two thread wake-ups
+//   queued     -> on the ring's incoming list (a mutex held for a pointer swap, never across a
+//                 syscall); the ring thread is woken through an eventfd only when it sleeps
+//   prepared   -> the ring thread takes the whole list and prepares one SQE per op while fewer
+//                 than `entries` ops are in the kernel; the rest wait in FIFO order (never dropped)
+//   submitted  -> one io_uring_enter per loop submits every prepared SQE and waits for completions
+//   completed  -> the ring thread reads the CQEs (io_uring_for_each_cqe, one io_uring_cq_advance)
 //   short read/write resubmitted -> a read that returned fewer bytes than asked (but not 0) or a
 //                 short write is prepared again for the rest; a read returning 0 is the end of the
 //                 object: finished, short
-//   retried    -> -EINTR / -EAGAIN, or -EFAULT of a read/write whose submitting thread exited,
-//                 is prepared again unchanged (bounded)
-//   failed / finished -> op->finish(op, bytes or -errno) runs on the thread that drained the CQE
-//                 (the completion thread, or inline in Submit/Flush), then the op goes back to the
-//                 ring's free list. A Submit made from inside a finish callback never drains
-//                 inline, so callbacks do not recurse.
-// At most `entries` ops are in flight, so neither the SQ nor the CQ (2 x entries) can overflow.
+//   retried    -> -EINTR / -EAGAIN is prepared again unchanged (bounded)
+//   failed / finished -> op->finish(op, bytes or -errno) runs on the ring thread, then the op
+//                 goes back to the free list. A submission the kernel refuses (io_uring_enter
+//                 failing with anything but EINTR, or EAGAIN/ENOMEM while nothing is in flight to
+//                 free resources) fails the ops it carried with that errno: no waiter hangs and
+//                 nothing is retried in a loop.
+// At most `entries` ops are in the kernel, so neither the SQ nor the CQ can overflow.
 //
-// Batching: inside an IoRing::SubmitBatch scope, Submit prepares SQEs but the io_uring_submit
-// syscall is issued once per ring when the outermost scope on that thread ends.
+// Batching: inside an IoRing::SubmitBatch scope, Submit queues but the wake-up of a sleeping
+// ring thread is sent once per ring when the outermost scope on that thread ends.
 //
-// Thread-safety: Submit, AllocOp and Flush may be called from any thread, including from `finish`
-// callbacks on the completion thread. mu_ guards the submission queue, the pending list and the
-// free list; it is held across io_uring_submit (which does not wait for I/O) but never across
-// io_uring_wait_cqe or a finish callback.
+// Thread-safety: Submit, AllocOp and FlushThisThread may be called from any thread, including
+// finish callbacks on the ring thread (a Submit from there only queues). mu_ guards the incoming
+// list and the free list and is never held across a syscall or a callback.
 #pragma once
 
 #include <liburing.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -53,7 +56,8 @@ class IoRing {
     char* buffer = nullptr;
     uint64_t offset = 0;
     uint64_t length = 0;
-    // Called once with the bytes transferred (>= 0) or -errno; then the op is recycled.
+    // Called once on the ring thread with the bytes transferred (>= 0) or -errno; then the op is
+    // recycled.
     void (*finish)(Op* op, int64_t result) = nullptr;
     void* owner = nullptr;                       // for finish: the PosixDisk
     void* owner_data = nullptr;                  // for finish: the fd handle
@@ -65,9 +69,19 @@ class IoRing {
     Op* next = nullptr;
   };
 
-  // Fails (with the errno of io_uring_queue_init) when io_uring is unavailable.
-  static Result<std::unique_ptr<IoRing>> Create(uint32_t entries);
-  // REQUIRES: no op in flight (owners wait for their ops before the ring goes).
+  // What the ring did since it was made (for stats and tests).
+  struct Counters {
+    uint64_t ops = 0;            // ops finished
+    uint64_t enters = 0;         // io_uring_enter calls (each submits a batch and/or waits)
+    uint64_t wakeups = 0;        // eventfd wake-ups of a sleeping ring thread
+    uint64_t queued = 0;         // ops that waited for a free slot in the kernel
+    uint64_t submit_errors = 0;  // ops failed because io_uring_enter refused them
+  };
+
+  // Starts the ring thread, which sets up the ring. Fails with the errno of io_uring_queue_init
+  // when io_uring is unavailable. `name` names the thread (at most 15 characters shown).
+  static Result<std::unique_ptr<IoRing>> Create(uint32_t entries, const std::string& name = "");
+  // Finishes every op already submitted, then stops the thread.
   ~IoRing();
 
   IoRing(const IoRing&) = delete;
@@ -77,7 +91,8 @@ class IoRing {
   Op* AllocOp();
   void Submit(Op* op);
 
-  // Submits SQEs this thread prepared inside SubmitBatch scopes (call before blocking on them).
+  // Wakes the rings this thread queued to inside SubmitBatch scopes (call before blocking on
+  // their ops).
   static void FlushThisThread();
 
   class SubmitBatch {
@@ -89,49 +104,62 @@ class IoRing {
   };
 
   uint32_t entries() const { return entries_; }
-  // Ops prepared or in the kernel (not counting queued ones); for tests.
-  uint32_t in_flight() const;
-  uint64_t queued_total() const;  // ops that ever had to wait for a slot
+  // Ops queued, prepared or in the kernel; for tests.
+  uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  Counters counters() const;
 
  private:
   explicit IoRing(uint32_t entries);
 
-  // REQUIRES: mu_ held, a free slot. Fills one SQE for the unfinished part of op.
-  void PrepareLocked(Op* op);
-  // REQUIRES: mu_ held.
-  void SubmitLocked();
-  void Flush();
-  void CompletionLoop();
-  // Finishes completions already in the CQ on the calling thread, if no one else is draining.
-  void ReapInline();
-  // Drains the CQ (cq_lock held on entry, released inside) and finishes what completed.
-  void Reap(std::unique_lock<std::mutex> cq_lock);
-  void WakeCompletionThreadIfNeeded();
-  bool CqNonEmpty() const;
+  void Loop();
+  // Wakes the ring thread if it sleeps in io_uring_enter (or is about to).
+  void Wake();
+  // Moves queued ops into SQEs while slots are free. Ring thread only.
+  void PrepareQueued();
+  void Prepare(Op* op);
+  void ArmWakeRead();
+  // Submits the prepared SQEs and, when `wait`, waits for at least one completion. Ring thread.
+  void Enter(bool wait);
+  // Ops with an SQE prepared that the kernel has not taken yet.
+  uint32_t UnsubmittedOps() const;
+  // Fails the ops whose SQEs the kernel did not take with -err.
+  void FailUnsubmitted(int err);
+  void Reap();
   // Decides what a CQE means for its op: true when the op is finished.
   bool HandleResult(Op* op, int res, int64_t* final_result);
+  void Finish(Op* op, int64_t result);
 
   const uint32_t entries_;
   io_uring ring_;
-  std::thread completion_thread_;
+  int wake_fd_ = -1;
+  std::thread thread_;
 
-  // Serializes reading the completion queue (the completion thread and inline reapers).
-  // Lock order: cq_mu_ is released before mu_ is taken; they are never held together.
-  std::mutex cq_mu_;
+  // The ring thread's own state (touched only by it).
+  Op* overflow_head_ = nullptr;  // ops taken from the incoming list, waiting for a slot (FIFO)
+  Op* overflow_tail_ = nullptr;
+  uint32_t in_kernel_ = 0;  // ops with an SQE prepared or in the kernel (the wake read excluded)
+  uint64_t wake_buffer_ = 0;
+  bool wake_armed_ = false;
+  std::vector<std::pair<Op*, int64_t>> finished_;
+
   mutable std::mutex mu_;
-  uint32_t in_flight_ = 0;                        // GUARDED_BY(mu_)
-  Op* pending_head_ = nullptr;                    // GUARDED_BY(mu_), FIFO of ops waiting for a slot
-  Op* pending_tail_ = nullptr;                    // GUARDED_BY(mu_)
+  Op* incoming_head_ = nullptr;                   // GUARDED_BY(mu_), FIFO
+  Op* incoming_tail_ = nullptr;                   // GUARDED_BY(mu_)
   Op* free_list_ = nullptr;                       // GUARDED_BY(mu_)
   std::vector<std::unique_ptr<Op[]>> op_chunks_;  // GUARDED_BY(mu_)
-  uint64_t queued_total_ = 0;                     // GUARDED_BY(mu_)
+  bool stopping_ = false;                         // GUARDED_BY(mu_)
+  Counters counters_;                             // GUARDED_BY(mu_)
 
-  // SQEs prepared and not yet reaped. The completion thread sleeps on idle_cv_ while it is 0.
-  std::atomic<uint64_t> in_kernel_{0};
-  std::atomic<bool> completion_idle_{false};
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
-  bool stopping_ = false;  // GUARDED_BY(idle_mu_)
+  // Ops submitted and not finished (queued ones included).
+  std::atomic<uint32_t> in_flight_{0};
+  // Set while the incoming list is non-empty; read by the ring thread before it sleeps.
+  std::atomic<bool> has_incoming_{false};
+  // Dekker pair with has_incoming_: the thread stores sleeping_ before it loads has_incoming_, a
+  // submitter stores has_incoming_ before it loads sleeping_, so one of them sees the other.
+  std::atomic<bool> sleeping_{false};
+  // One eventfd write per sleep: set by the submitter that writes, cleared by the ring thread
+  // when it reads the eventfd.
+  std::atomic<bool> wake_sent_{false};
 };
 
 }  // namespace tipfs::stripe

@@ -1,11 +1,12 @@
-// PosixDisk: a Disk over one backing directory, all data I/O through a shared IoRing (io_uring).
+// PosixDisk: a Disk over one backing directory, all data I/O through an IoRing (io_uring) whose
+// thread submits it (the volume gives each disk a ring of its own).
 //
 // Objects live at <root>/objects/<2 hex: low byte of the id>/<16 hex id>, created on first write
 // (the fan-out directory too). A request moves through the IoRing states (submitted, queued when
 // the ring is full, completed, short read/write resubmitted, retried on EINTR/EAGAIN, failed or
-// finished; see io_ring.h); a read of a missing object completes at once with 0 bytes (a hole).
-// Failures become a Status naming this disk ("disk 2 (/srv/d2): read object ...: strerror").
-// Truncate, Remove, Stat, ListObjects, Usage and SyncAll are synchronous syscalls.
+// finished on the ring's thread; see io_ring.h); a read of a missing object completes at once with
+// 0 bytes (a hole). Failures become a Status naming this disk ("disk 2 (/srv/d2): read object ...:
+// strerror"). Truncate, Remove, Stat, ListObjects, Usage and SyncAll are synchronous syscalls.
 //
 // Open file descriptors are cached per object (LRU, `max_open_files`; when the process runs out
 // of descriptors, idle cached ones are closed and the open is retried once). A request holds a
@@ -18,8 +19,8 @@
 //
 // Thread-safety: all methods may be called concurrently. No syscall that waits for I/O runs under
 // mu_ (opens happen outside it; Submit releases it before handing the op to the ring), and mu_ is
-// never held together with the IoRing's locks. `done` may run inline, before Submit returns, when
-// the read hit the page cache (the ring finishes completions found right after submitting).
+// never held together with the IoRing's locks. `done` runs on the ring's thread, or inline before
+// Submit returns when there is nothing to do (a hole, a zero-length request, an open that failed).
 #pragma once
 
 #include <atomic>

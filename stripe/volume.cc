@@ -1,4 +1,4 @@
-// Volume: owns the disks of an open volume (and the io_uring their PosixDisks share).
+// Volume: owns the disks of an open volume (and the io_uring of each PosixDisk).
 // Volume::Open lives in label.cc beside the label checks it depends on.
 #include "stripe/volume.h"
 
@@ -12,9 +12,9 @@ Volume::Volume(Label label, std::vector<std::unique_ptr<Disk>> disks)
       disks_(std::move(disks)) {}
 
 Volume::~Volume() {
-  // Disks first: each waits for its in-flight ops, which complete on ring_'s thread.
+  // Disks first: each waits for its in-flight ops, which complete on its ring's thread.
   disks_.clear();
-  ring_.reset();
+  rings_.clear();
 }
 
 std::vector<Disk*> Volume::disks() const {

@@ -67,7 +67,7 @@ struct OpenOptions {
   // Wraps each opened disk before the volume uses it (emulation, fault injection). Identity when
   // empty.
   std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, uint32_t index)> wrap_disk;
-  // Queue depth of the shared io_uring.
+  // Queue depth of each disk's io_uring.
   uint32_t ring_entries = 256;
 };
 
@@ -92,9 +92,9 @@ class Volume {
   Label label_;
   Layout layout_;
   std::vector<std::unique_ptr<Disk>> disks_;
-  // The io_uring shared by the PosixDisks that Open made (null for caller-made disks). The
-  // destructor drops disks_ first: they drain their ops on this ring.
-  std::unique_ptr<IoRing> ring_;
+  // One io_uring per PosixDisk that Open made (none for caller-made disks). The destructor drops
+  // disks_ first: they drain their ops on these rings.
+  std::vector<std::unique_ptr<IoRing>> rings_;
 };
 
 }  // namespace tipfs::stripe

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/filesystem/fs_rig.h"
 
@@ -93,6 +94,37 @@ TEST_F(FileSystemTest, RecoverReclaimsFilesUnlinkedWhileOpenWhenTheDaemonDied) {
   EXPECT_FALSE(rig_.HasObjects(ino));
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
   EXPECT_EQ(ReadAll(kept), Pattern(100'000, 'e'));
+}
+
+// A namespace operation succeeds or fails as a whole: once the name is gone, a disk that
+// cannot free the data does not turn the unlink or rename into an error (the program would
+// think its file still there); the inode stays an orphan and the next mount frees it.
+TEST(FileSystemFaultTest, UnlinkAndRenameOverSucceedWhenTheDataCannotBeFreedYet) {
+  FsRig rig(4, 64 * 1024, /*faulty=*/true);
+  std::vector<uint64_t> inos;
+  for (const char* name : {"unlinked", "replaced", "mover"}) {
+    auto opened = rig.fs()->Create(Caller{}, kRootIno, name, 0644, O_RDWR);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    const std::string data = Pattern(300'000, name[0]);
+    ASSERT_TRUE(rig.fs()->Write(opened->inode.ino, 0, data.data(), data.size()).ok());
+    ASSERT_TRUE(rig.fs()->Release(opened->inode.ino).ok());
+    inos.push_back(opened->inode.ino);
+  }
+  rig.faulty(2)->FailAlways(stripe::FaultyDisk::kWrites, EIO);
+  EXPECT_TRUE(rig.fs()->Unlink(kRootIno, "unlinked").ok());
+  EXPECT_TRUE(rig.fs()->Rename(kRootIno, "mover", kRootIno, "replaced", 0).ok());
+  EXPECT_EQ(rig.fs()->Lookup(kRootIno, "unlinked").error(), ENOENT);
+  EXPECT_EQ(rig.fs()->Lookup(kRootIno, "mover").error(), ENOENT);
+  auto replaced = rig.fs()->Lookup(kRootIno, "replaced");
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(replaced->ino, inos[2]);
+  EXPECT_TRUE(rig.disk(2)->Stat(inos[0]).ok());  // the data could not go yet
+  rig.faulty(2)->Heal();
+  rig.Reopen();
+  ASSERT_TRUE(rig.fs()->Recover().ok());
+  EXPECT_FALSE(rig.HasObjects(inos[0]));
+  EXPECT_FALSE(rig.HasObjects(inos[1]));
+  EXPECT_TRUE(rig.HasObjects(inos[2]));
 }
 
 TEST_F(FileSystemTest, RenameOverAnOpenFileKeepsItReadableAndReclaimsItAtClose) {

@@ -9,6 +9,7 @@
 #include "cache/file_cache.h"
 #include "fusefs/filesystem.h"
 #include "meta/meta_store.h"
+#include "stripe/faulty_disk.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "tests/support/mem_disk.h"
@@ -19,7 +20,8 @@ namespace tipfs::testing {
 
 class FsRig {
  public:
-  explicit FsRig(uint32_t disks = 4, uint32_t stripe_unit = 64 * 1024) {
+  // With `faulty`, each MemDisk sits under a FaultyDisk (faulty(i)) that tests switch on.
+  explicit FsRig(uint32_t disks = 4, uint32_t stripe_unit = 64 * 1024, bool faulty = false) {
     stripe::Label label;
     label.volume_uuid = "5e1f0000-0000-4000-8000-000000000001";
     label.count = disks;
@@ -29,7 +31,13 @@ class FsRig {
       label.disk_paths.push_back(dir_.Sub("disk" + std::to_string(i)));
       auto disk = std::make_unique<MemDisk>("memdisk" + std::to_string(i));
       mem_disks_.push_back(disk.get());
-      owned.push_back(std::move(disk));
+      if (faulty) {
+        auto wrapped = std::make_unique<stripe::FaultyDisk>(std::move(disk));
+        faulty_disks_.push_back(wrapped.get());
+        owned.push_back(std::move(wrapped));
+      } else {
+        owned.push_back(std::move(disk));
+      }
     }
     volume_ = std::make_unique<stripe::Volume>(label, std::move(owned));
     Reopen();
@@ -56,6 +64,7 @@ class FsRig {
 
   fusefs::FileSystem* fs() { return fs_.get(); }
   MemDisk* disk(size_t i) { return mem_disks_[i]; }
+  stripe::FaultyDisk* faulty(size_t i) { return faulty_disks_[i]; }
   size_t disk_count() const { return mem_disks_.size(); }
   uint64_t ObjectsOf(uint64_t ino) {
     uint64_t total = 0;
@@ -73,6 +82,7 @@ class FsRig {
   TempDir dir_{"tipfs-fs"};
   SystemClock clock_;
   std::vector<MemDisk*> mem_disks_;
+  std::vector<stripe::FaultyDisk*> faulty_disks_;
   std::unique_ptr<stripe::Volume> volume_;
   std::unique_ptr<stripe::StripedIo> io_;
   std::unique_ptr<meta::MetaStore> meta_;

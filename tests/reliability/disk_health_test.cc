@@ -51,6 +51,25 @@ TEST(DiskHealthBoardTest, StatesFollowTheErrnoOfTheLastRequestOfEachKind) {
   EXPECT_EQ(board.Get(0).state, DiskState::kHealthy);
 }
 
+TEST(DiskHealthBoardTest, ACancelledRequestSaysNothingAboutTheDisk) {
+  // ECANCELED is what the kernel answers for a request whose submitter went away, not something
+  // the disk did: it neither fails the disk nor counts as one of its errors.
+  DiskHealthBoard board;
+  board.Record(0, /*write=*/true, false, Status::FromErrno(ECANCELED, "write: canceled"));
+  board.Record(0, /*write=*/false, false, Status::FromErrno(ECANCELED, "read: canceled"));
+  DiskHealth h = board.Get(0);
+  EXPECT_EQ(h.state, DiskState::kHealthy);
+  EXPECT_FALSE(h.reads_failing);
+  EXPECT_FALSE(h.writes_failing);
+  EXPECT_EQ(h.errors, 0u);
+  EXPECT_EQ(h.last_error, "");
+  // A failing disk stays failing: a cancelled read does not vouch for it either.
+  board.Record(0, /*write=*/false, false, Status::IOError("bad sector"));
+  board.Record(0, /*write=*/false, false, Status::FromErrno(ECANCELED, "read: canceled"));
+  EXPECT_TRUE(board.Get(0).reads_failing);
+  EXPECT_EQ(board.Get(0).errors, 1u);
+}
+
 TEST(DiskHealthBoardTest, ListenerHearsOnlyChangesOfReadFailure) {
   DiskHealthBoard board;
   std::vector<std::pair<uint32_t, bool>> heard;
