@@ -64,6 +64,14 @@ struct CacheOptions {
   uint64_t per_process_hint_cap_bytes = 4ull << 30;
   // The same over all processes; exceeding it fails with ENOBUFS. Changeable.
   uint64_t global_hint_cap_bytes = 64ull << 30;
+  // Tainted speculative hints (HintSource::kSpeculativeTainted: a speculating child's reads after
+  // it read data it did not get) outstanding per process and over all processes. A hint beyond
+  // either is trimmed to what fits (or dropped), never refused: a garbage-fed child can keep at
+  // most this much of the disks' work queued, and its clean hints are never displaced. 4 MiB is
+  // 64 blocks of 64 KiB: four times what 4 disks x max_prefetches_per_disk keep in flight, so a
+  // child whose tainted hints are right (grep, tar) still keeps every disk busy. Changeable.
+  uint64_t tainted_hint_budget_bytes = 4ull << 20;
+  uint64_t global_tainted_hint_budget_bytes = 32ull << 20;
   // Hint segments (the metadata that hints cost) per process (EDQUOT) and in all (ENOBUFS).
   // Bound the daemon's memory for hints to about 64 bytes x global_hint_segment_cap. Changeable.
   uint32_t per_process_hint_segment_cap = 1u << 16;
@@ -101,6 +109,8 @@ struct ReadContext {
   // A process whose shared streams (ShareStream) this reader's reads consume too. fusefs sets it
   // only when the reader has that process's uid and descends from it (0: none).
   uint32_t shared_owner = 0;
+  // kSpeculative until the child has read data it did not get, kSpeculativeTainted after.
+  HintSource spec_source = HintSource::kSpeculative;
 };
 
 // One hinted range of a file, resolved by fusefs: inode, offset, length clipped to end of file
@@ -161,6 +171,10 @@ struct CacheStats {
   uint64_t hinted_skipped = 0;    // hinted accesses passed over by the reader
   uint64_t hinted_ejected = 0;    // hinted blocks given up for a better use (TIP decision)
   uint64_t shared_consumed = 0;   // hinted accesses of a shared stream read by a descendant
+  // Tainted speculative hints: bytes trimmed by the budget, and the most ever outstanding.
+  uint64_t tainted_trimmed_bytes = 0;
+  uint64_t tainted_outstanding_max_bytes = 0;
+  uint64_t outstanding_tainted_bytes = 0;  // gauge
   uint64_t warmup_prefetched = 0;
   uint64_t streams_active = 0;
   uint64_t streams_retired = 0;  // stopped matching, or idle
@@ -223,9 +237,11 @@ class FileCache {
   // unknown source or an extent whose end overflows; EDQUOT: the owner's outstanding hinted bytes
   // or segments would exceed its cap; ENOBUFS: the global cap. On error nothing changes.
   Status Hint(const HintBatch& batch);
-  // Drops a stream's hints (all, or one epoch's). Queued prefetches for them are dropped at
-  // once; blocks already fetched for them become the first to evict. OK when there is none.
-  Status Cancel(uint64_t stream, std::optional<uint32_t> epoch = std::nullopt);
+  // Drops a stream's hints (all, or one epoch's, or only that epoch's tainted speculative ones).
+  // Queued prefetches for them are dropped at once; blocks already fetched for them become the
+  // first to evict. OK when there is none.
+  Status Cancel(uint64_t stream, std::optional<uint32_t> epoch = std::nullopt,
+                bool tainted_only = false);
   // Drops every stream owned by process `owner`.
   void CancelProcess(uint32_t owner);
   // Lets the reads of `owner`'s descendants (ReadContext::shared_owner) consume `owner`'s stream
@@ -255,6 +271,7 @@ class FileCache {
   struct OwnerState {
     uint64_t bytes = 0;             // outstanding hinted bytes of all its streams
     uint64_t segments = 0;          // and their segments
+    uint64_t tainted_bytes = 0;     // of `bytes`, tainted speculative ones
     std::vector<uint64_t> streams;  // ids of its reader streams (matched against its reads)
     std::vector<uint64_t> warmups;  // ids of its warm-up streams
   };
@@ -311,6 +328,10 @@ class FileCache {
                  uint64_t file_size, bool matched, int64_t now);
   void HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                            uint64_t file_size, int64_t now);
+  // The part of `segments` (tainted speculative hints of an owner with `owner_tainted` bytes
+  // outstanding) that fits the tainted budgets; counts what is trimmed.
+  std::vector<HintSegment> TrimToTaintedBudget(uint64_t owner_tainted,
+                                               const std::vector<HintSegment>& segments);
   Status AppendHints(uint64_t stream, uint32_t owner, HintSource source, uint32_t epoch,
                      const std::vector<HintSegment>& segments, int64_t now);
   void DeleteStream(uint64_t id, bool warmup, Release how);
@@ -355,6 +376,7 @@ class FileCache {
   std::unordered_map<uint32_t, OwnerState> owners_;
   std::unordered_map<uint64_t, uint32_t> shared_streams_;  // stream id -> owner (ShareStream)
   uint64_t global_hinted_bytes_ = 0;
+  uint64_t global_tainted_bytes_ = 0;
   uint64_t global_segments_ = 0;
   // Hinted accesses expanded from segments in all streams (about 80 bytes each): the manager
   // stops expanding beyond ExpansionBudget(), so many streams cannot multiply the metadata.

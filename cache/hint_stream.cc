@@ -12,6 +12,10 @@ const char* HintSourceName(HintSource source) {
       return "speculative";
     case HintSource::kWarmup:
       return "warmup";
+    case HintSource::kHistory:
+      return "history";
+    case HintSource::kSpeculativeTainted:
+      return "speculative_tainted";
   }
   return "unknown";
 }
@@ -43,7 +47,12 @@ uint64_t HintStream::BlocksOf(const HintSegment& s, uint32_t block_size) {
 void HintStream::Append(const HintSegment& segment) {
   if (segment.length == 0) return;
   pending_.push_back(segment);
-  outstanding_bytes_ += segment.length;
+  AddOutstanding(segment.source, static_cast<int64_t>(segment.length));
+}
+
+void HintStream::AddOutstanding(HintSource source, int64_t bytes) {
+  outstanding_bytes_ += bytes;
+  outstanding_by_source_[static_cast<size_t>(source)] += bytes;
 }
 
 void HintStream::Expand(size_t count) {
@@ -74,7 +83,7 @@ void HintStream::Expand(size_t count) {
 void HintStream::Account(const HintedAccess& a, int sign) {
   // Removing an access: its unread bytes leave the outstanding total, its segment end the count.
   if (sign < 0) {
-    outstanding_bytes_ -= a.end - a.begin;
+    AddOutstanding(a.source, -static_cast<int64_t>(a.end - a.begin));
     if (a.last_of_segment) --expanded_segment_ends_;
   }
 }
@@ -116,7 +125,7 @@ void HintStream::ConsumeFrom(size_t index, uint64_t ino, uint64_t offset, uint64
       ConsumeAt(index, release);
     } else {
       // Partly read: the block stays hinted until its last hinted byte has been read.
-      outstanding_bytes_ -= end - a.begin;
+      AddOutstanding(a.source, -static_cast<int64_t>(end - a.begin));
       a.begin = end;
       break;
     }
@@ -173,7 +182,7 @@ template <typename Pred>
 void HintStream::DropIf(Pred pred, StreamRelease* release) {
   std::deque<HintedAccess> kept;
   for (HintedAccess& a : accesses_) {
-    if (pred(a.ino, a.epoch)) {
+    if (pred(a.ino, a.epoch, a.source)) {
       Account(a, -1);
       release->dropped.push_back(a);
     } else {
@@ -183,8 +192,8 @@ void HintStream::DropIf(Pred pred, StreamRelease* release) {
   accesses_.swap(kept);
   std::deque<HintSegment> kept_segments;
   for (HintSegment& s : pending_) {
-    if (pred(s.ino, s.epoch)) {
-      outstanding_bytes_ -= s.length;
+    if (pred(s.ino, s.epoch, s.source)) {
+      AddOutstanding(s.source, -static_cast<int64_t>(s.length));
       release->unexpanded_dropped[static_cast<size_t>(s.source)] += BlocksOf(s, block_size_);
     } else {
       kept_segments.push_back(s);
@@ -196,15 +205,19 @@ void HintStream::DropIf(Pred pred, StreamRelease* release) {
 }
 
 void HintStream::CancelAll(StreamRelease* release) {
-  DropIf([](uint64_t, uint32_t) { return true; }, release);
+  DropIf([](uint64_t, uint32_t, HintSource) { return true; }, release);
 }
 
-void HintStream::CancelEpoch(uint32_t epoch, StreamRelease* release) {
-  DropIf([epoch](uint64_t, uint32_t e) { return e == epoch; }, release);
+void HintStream::CancelEpoch(uint32_t epoch, bool tainted_only, StreamRelease* release) {
+  DropIf(
+      [epoch, tainted_only](uint64_t, uint32_t e, HintSource source) {
+        return e == epoch && (!tainted_only || source == HintSource::kSpeculativeTainted);
+      },
+      release);
 }
 
 void HintStream::RemoveInode(uint64_t ino, StreamRelease* release) {
-  DropIf([ino](uint64_t i, uint32_t) { return i == ino; }, release);
+  DropIf([ino](uint64_t i, uint32_t, HintSource) { return i == ino; }, release);
   if (has_last_ && last_ino_ == ino) has_last_ = false;
 }
 

@@ -26,9 +26,20 @@
 namespace tipfs::cache {
 
 // Where hints come from (values match enum tipfs_hint_source of include/tipfs/hint.h).
-enum class HintSource : uint8_t { kManual = 0, kSpeculative = 1, kWarmup = 2 };
-constexpr size_t kHintSourceCount = 3;
-const char* HintSourceName(HintSource source);  // "manual", "speculative", "warmup"
+// kSpeculative: a speculating child's reads on data it really read (clean: what the program will
+// do); kSpeculativeTainted: its reads after its first read of data it did not get (guesses made
+// on garbage: capped by CacheOptions::tainted_hint_budget_bytes and cancelled apart);
+// kHistory: the reads of the last run of the same command, replayed by `tipfs run`.
+enum class HintSource : uint8_t {
+  kManual = 0,
+  kSpeculative = 1,
+  kWarmup = 2,
+  kHistory = 3,
+  kSpeculativeTainted = 4,
+};
+constexpr size_t kHintSourceCount = 5;
+// "manual", "speculative", "warmup", "history", "speculative_tainted"
+const char* HintSourceName(HintSource source);
 
 // A contiguous range of a file, as disclosed (already resolved and clipped to end of file).
 struct HintSegment {
@@ -102,9 +113,9 @@ class HintStream {
   MatchResult MatchAnyOrder(uint64_t ino, uint64_t offset, uint64_t length, int64_t now_ns,
                             StreamRelease* release);
 
-  // Drops every access (or those of one epoch / one file) into *release.
+  // Drops every access (or those of one epoch, its tainted ones only, or one file) into *release.
   void CancelAll(StreamRelease* release);
-  void CancelEpoch(uint32_t epoch, StreamRelease* release);
+  void CancelEpoch(uint32_t epoch, bool tainted_only, StreamRelease* release);
   void RemoveInode(uint64_t ino, StreamRelease* release);
   // Pops leading accesses that are kDone and were never read (warm-up streams advance this way).
   void PopDoneFront(StreamRelease* release);
@@ -117,6 +128,9 @@ class HintStream {
   }
 
   uint64_t outstanding_bytes() const { return outstanding_bytes_; }
+  uint64_t outstanding_bytes(HintSource source) const {
+    return outstanding_by_source_[static_cast<size_t>(source)];
+  }
   uint64_t segments_pending() const { return pending_.size() + expanded_segment_ends_; }
   uint64_t segments() const { return segments_pending(); }
   uint32_t mismatches() const { return mismatches_; }
@@ -144,6 +158,7 @@ class HintStream {
   template <typename Pred>
   void DropIf(Pred pred, StreamRelease* release);
   void Account(const HintedAccess& a, int sign);
+  void AddOutstanding(HintSource source, int64_t bytes);
   static uint64_t BlocksOf(const HintSegment& s, uint32_t block_size);
 
   const uint64_t id_;
@@ -156,6 +171,7 @@ class HintStream {
   std::deque<HintSegment> pending_;  // not yet expanded; the front may be partly expanded
   size_t cursor_ = 0;
   uint64_t outstanding_bytes_ = 0;
+  std::array<uint64_t, kHintSourceCount> outstanding_by_source_{};
   uint64_t expanded_segment_ends_ = 0;
   uint32_t mismatches_ = 0;
   // The block the last matching read consumed from: re-reading it is neutral.

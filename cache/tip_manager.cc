@@ -222,6 +222,7 @@ bool FileCache::MakeRoomForPrefetch(double benefit, const HintStream* requester,
 template <typename Fn>
 void FileCache::MutateStream(HintStream* s, Release how, Fn fn) {
   const uint64_t bytes_before = s->outstanding_bytes();
+  const uint64_t tainted_before = s->outstanding_bytes(HintSource::kSpeculativeTainted);
   const uint64_t segments_before = s->segments();
   const uint64_t expanded_before = s->expanded();
   StreamRelease release;
@@ -230,12 +231,16 @@ void FileCache::MutateStream(HintStream* s, Release how, Fn fn) {
   ApplyRelease(s, &release, how);
   const uint64_t bytes_gone = bytes_before - s->outstanding_bytes();
   const uint64_t segments_gone = segments_before - s->segments();
+  const uint64_t tainted_gone =
+      tainted_before - s->outstanding_bytes(HintSource::kSpeculativeTainted);
   global_hinted_bytes_ -= bytes_gone;
   global_segments_ -= segments_gone;
+  global_tainted_bytes_ -= tainted_gone;
   auto it = owners_.find(s->owner());
   if (it != owners_.end()) {
     it->second.bytes -= bytes_gone;
     it->second.segments -= segments_gone;
+    it->second.tainted_bytes -= tainted_gone;
   }
 }
 
@@ -279,12 +284,19 @@ Status FileCache::AppendHints(uint64_t stream, uint32_t owner, HintSource source
   auto& map = warmup ? warmups_ : streams_;
   auto it = map.find(stream);
   const uint32_t charged = it != map.end() ? it->second->owner() : owner;
-  uint64_t bytes = 0;
-  for (const HintSegment& s : segments) bytes += s.length;
-  const uint64_t count = segments.size();
   auto owner_it = owners_.find(charged);
   const OwnerState empty;
   const OwnerState& o = owner_it != owners_.end() ? owner_it->second : empty;
+  std::vector<HintSegment> trimmed;
+  if (source == HintSource::kSpeculativeTainted) {
+    trimmed = TrimToTaintedBudget(o.tainted_bytes, segments);
+    if (trimmed.empty()) return Status::OK();
+  }
+  const std::vector<HintSegment>& kept =
+      source == HintSource::kSpeculativeTainted ? trimmed : segments;
+  uint64_t bytes = 0;
+  for (const HintSegment& s : kept) bytes += s.length;
+  const uint64_t count = kept.size();
   if (o.bytes + bytes > options_.per_process_hint_cap_bytes ||
       o.segments + count > options_.per_process_hint_segment_cap) {
     return Status::FromErrno(
@@ -312,7 +324,7 @@ Status FileCache::AppendHints(uint64_t stream, uint32_t owner, HintSource source
     (warmup ? created.warmups : created.streams).push_back(stream);
   }
   HintStream* s = it->second.get();
-  for (HintSegment segment : segments) {
+  for (HintSegment segment : kept) {
     segment.epoch = epoch;
     segment.source = source;
     s->Append(segment);
@@ -323,7 +335,35 @@ Status FileCache::AppendHints(uint64_t stream, uint32_t owner, HintSource source
   charged_state.segments += count;
   global_hinted_bytes_ += bytes;
   global_segments_ += count;
+  if (source == HintSource::kSpeculativeTainted) {
+    charged_state.tainted_bytes += bytes;
+    global_tainted_bytes_ += bytes;
+    counters_.tainted_outstanding_max_bytes =
+        std::max(counters_.tainted_outstanding_max_bytes, charged_state.tainted_bytes);
+  }
   return Status::OK();
+}
+
+std::vector<HintSegment> FileCache::TrimToTaintedBudget(uint64_t owner_tainted,
+                                                        const std::vector<HintSegment>& segments) {
+  const uint64_t owner_room = options_.tainted_hint_budget_bytes > owner_tainted
+                                  ? options_.tainted_hint_budget_bytes - owner_tainted
+                                  : 0;
+  const uint64_t global_room =
+      options_.global_tainted_hint_budget_bytes > global_tainted_bytes_
+          ? options_.global_tainted_hint_budget_bytes - global_tainted_bytes_
+          : 0;
+  uint64_t room = std::min(owner_room, global_room);
+  std::vector<HintSegment> kept;
+  for (HintSegment segment : segments) {
+    const uint64_t length = std::min(segment.length, room);
+    counters_.tainted_trimmed_bytes += segment.length - length;
+    if (length == 0) continue;
+    segment.length = length;
+    room -= length;
+    kept.push_back(segment);
+  }
+  return kept;
 }
 
 void FileCache::DeleteStream(uint64_t id, bool warmup, Release how) {
@@ -572,15 +612,14 @@ void FileCache::Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, ui
 
 void FileCache::HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
                                     uint64_t length, uint64_t file_size, int64_t now) {
-  counters_.bytes_hinted[static_cast<size_t>(HintSource::kSpeculative)] += length;
+  counters_.bytes_hinted[static_cast<size_t>(ctx.spec_source)] += length;
   if (options_.hints_ignored) return;
   // Named streams (ids from 2^32 up) carry their process in the high half, as fusefs makes them.
   const uint32_t owner = ctx.spec_owner != 0          ? ctx.spec_owner
                          : ctx.spec_stream >> 32 != 0 ? static_cast<uint32_t>(ctx.spec_stream >> 32)
                                                       : static_cast<uint32_t>(ctx.spec_stream);
-  HintSegment segment{ino, offset, length, file_size, ctx.spec_epoch, HintSource::kSpeculative};
-  if (!AppendHints(ctx.spec_stream, owner, HintSource::kSpeculative, ctx.spec_epoch, {segment}, now)
-           .ok()) {
+  HintSegment segment{ino, offset, length, file_size, ctx.spec_epoch, ctx.spec_source};
+  if (!AppendHints(ctx.spec_stream, owner, ctx.spec_source, ctx.spec_epoch, {segment}, now).ok()) {
     ++counters_.hints_refused;
   }
 }
@@ -624,7 +663,7 @@ Status FileCache::Hint(const HintBatch& batch) {
   return Status::OK();
 }
 
-Status FileCache::Cancel(uint64_t stream, std::optional<uint32_t> epoch) {
+Status FileCache::Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool tainted_only) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (bool warmup : {false, true}) {
@@ -633,8 +672,9 @@ Status FileCache::Cancel(uint64_t stream, std::optional<uint32_t> epoch) {
       if (it == map.end()) continue;
       if (epoch.has_value()) {
         HintStream* s = it->second.get();
-        MutateStream(s, Release::kCancelled,
-                     [s, &epoch](StreamRelease* r) { s->CancelEpoch(*epoch, r); });
+        MutateStream(s, Release::kCancelled, [s, &epoch, tainted_only](StreamRelease* r) {
+          s->CancelEpoch(*epoch, tainted_only, r);
+        });
       } else {
         DeleteStream(stream, warmup, Release::kCancelled);
       }
@@ -697,6 +737,7 @@ CacheStats FileCache::Stats() const {
   for (size_t i = 0; i < kHintSourceCount; ++i) stats.accuracy[i] = accuracy_[i].accuracy();
   stats.streams_active = streams_.size() + warmups_.size();
   stats.outstanding_hinted_bytes = global_hinted_bytes_;
+  stats.outstanding_tainted_bytes = global_tainted_bytes_;
   stats.expanded_hint_accesses = expanded_accesses_;
   stats.t_hit_nanos = t_hit_.value();
   stats.t_driver_nanos = t_driver_.value();

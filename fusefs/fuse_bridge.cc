@@ -392,7 +392,7 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   std::vector<char>& buffer = ThreadReadBuffer(size);
   const fuse_ctx* ctx = fuse_req_ctx(req);
   cache::ReadContext context =
-      ReadContextFor(static_cast<uint32_t>(ctx->pid), ctx->uid, Bridge(req)->hints());
+      ReadContextFor(static_cast<uint32_t>(ctx->pid), ctx->uid, Bridge(req)->hints(), fi->flags);
   Result<size_t> n = Fs(req)->Read(context, ino, static_cast<uint64_t>(off), size, buffer.data());
   if (!n.ok()) return ReplyStatus(req, n.status());
   RecordTick(Bridge(req)->statistics(), FUSE_READ_OPS);

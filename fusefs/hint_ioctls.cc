@@ -38,7 +38,7 @@ Status CheckHeader(const tipfs_hint_header& header) {
                                          " is not supported (this daemon speaks " +
                                          std::to_string(TIPFS_HINT_VERSION) + ")");
   }
-  if (header.source > TIPFS_SOURCE_WARMUP) {
+  if (header.source > TIPFS_SOURCE_SPECULATIVE_TAINTED) {
     return Status::InvalidArgument("unknown hint source " + std::to_string(header.source));
   }
   return Status::OK();
@@ -281,8 +281,12 @@ Result<meta::Inode> HintIoctls::ResolvePath(std::string_view path, const Credent
 
 Status HintIoctls::Cancel(const IoctlCaller& caller, const void* in) {
   const auto* request = static_cast<const tipfs_cancel*>(in);
-  if (request->flags & ~(TIPFS_CANCEL_ALL | TIPFS_CANCEL_EPOCH)) {
+  if (request->flags & ~(TIPFS_CANCEL_ALL | TIPFS_CANCEL_EPOCH | TIPFS_CANCEL_TAINTED)) {
     return Status::InvalidArgument("unknown cancel flags");
+  }
+  if ((request->flags & TIPFS_CANCEL_TAINTED) &&
+      (request->flags & (TIPFS_CANCEL_EPOCH | TIPFS_CANCEL_ALL)) != TIPFS_CANCEL_EPOCH) {
+    return Status::InvalidArgument("TIPFS_CANCEL_TAINTED needs TIPFS_CANCEL_EPOCH, not _ALL");
   }
   if (request->flags & TIPFS_CANCEL_ALL) {
     cache_->CancelProcess(ProcessOf(caller.pid));
@@ -292,7 +296,7 @@ Status HintIoctls::Cancel(const IoctlCaller& caller, const void* in) {
   if (!stream.ok()) return stream.status();
   std::optional<uint32_t> epoch;
   if (request->flags & TIPFS_CANCEL_EPOCH) epoch = request->header.epoch;
-  return cache_->Cancel(*stream, epoch);
+  return cache_->Cancel(*stream, epoch, (request->flags & TIPFS_CANCEL_TAINTED) != 0);
 }
 
 Status HintIoctls::Query(const IoctlCaller& caller, const void* in, std::string* out) {
@@ -329,6 +333,10 @@ Status HintIoctls::Attach(const IoctlCaller& caller, const void* in) {
   if (request->wait_for_data > 1 || request->reserved != 0) {
     return Status::InvalidArgument("bad speculation attach flags");
   }
+  if (request->header.source != TIPFS_SOURCE_SPECULATIVE &&
+      request->header.source != TIPFS_SOURCE_SPECULATIVE_TAINTED) {
+    return Status::InvalidArgument("a speculation attach needs a speculative source");
+  }
   Result<uint64_t> stream = StreamFor(caller, request->header.stream);
   if (!stream.ok()) return stream.status();
   uint32_t process = ProcessOf(caller.pid);
@@ -346,7 +354,8 @@ Status HintIoctls::Attach(const IoctlCaller& caller, const void* in) {
   }
   auto [it, inserted] = attached_.try_emplace(process);
   if (!inserted) close(it->second.pidfd);
-  it->second = Attachment{pidfd, *stream, request->header.epoch, request->wait_for_data == 1};
+  it->second = Attachment{pidfd, *stream, request->header.epoch, request->wait_for_data == 1,
+                          static_cast<cache::HintSource>(request->header.source)};
   attached_count_.store(attached_.size(), std::memory_order_relaxed);
   return Status::OK();
 }
@@ -447,7 +456,7 @@ uint32_t HintIoctls::SharingAncestor(uint32_t process, uint32_t uid) {
   return sharer;
 }
 
-cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid, uint32_t uid) {
+cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid, uint32_t uid, int file_flags) {
   cache::ReadContext context;
   uint32_t process = ProcessOf(tid);
   context.stream = process;
@@ -467,7 +476,10 @@ cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid, uint32_t uid) {
     return context;
   }
   context.speculative = true;
-  context.wait_for_data = it->second.wait_for_data;
+  // O_NONBLOCK on the descriptor: this read may not wait (libtipspec's child waits for data only
+  // at the call sites it learned are data-critical, and reads elsewhere through such a one).
+  context.wait_for_data = it->second.wait_for_data && (file_flags & O_NONBLOCK) == 0;
+  context.spec_source = it->second.source;
   context.spec_stream = it->second.stream;
   context.spec_epoch = it->second.epoch;
   context.spec_owner = OwnerOf(it->second.stream);
@@ -481,8 +493,8 @@ size_t HintIoctls::attached() const {
   return alive;
 }
 
-cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid, HintIoctls* hints) {
-  if (hints != nullptr) return hints->ReadContextFor(tid, uid);
+cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid, HintIoctls* hints, int file_flags) {
+  if (hints != nullptr) return hints->ReadContextFor(tid, uid, file_flags);
   cache::ReadContext context;
   context.stream = ProcessOf(tid);
   context.pid = tid;

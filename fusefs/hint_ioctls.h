@@ -46,10 +46,11 @@ class HintIoctls {
   Status Handle(const IoctlCaller& caller, uint64_t ino, int open_flags, unsigned int command,
                 const void* in, size_t in_size, size_t out_size, std::string* out);
 
-  // How a read from thread `tid` of user `uid` is to be served: speculative when its process
-  // attached; with the process whose shared streams it may consume (kNoUid: none).
+  // How a read from thread `tid` of user `uid` through a descriptor with `file_flags` (the
+  // kernel's f_flags) is to be served: speculative when its process attached; with the process
+  // whose shared streams it may consume (kNoUid: none).
   static constexpr uint32_t kNoUid = UINT32_MAX;
-  cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid = kNoUid);
+  cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid = kNoUid, int file_flags = 0);
 
   // Speculating processes currently attached (for stats).
   size_t attached() const;
@@ -60,6 +61,7 @@ class HintIoctls {
     uint64_t stream = 0;
     uint32_t epoch = 0;
     bool wait_for_data = false;
+    cache::HintSource source = cache::HintSource::kSpeculative;  // or kSpeculativeTainted
   };
 
   Result<uint64_t> StreamFor(const IoctlCaller& caller, uint64_t requested) const;
@@ -103,6 +105,7 @@ class HintIoctls {
 };
 
 // ReadContextFor for a bridge that may have no hint handler.
-cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid, HintIoctls* hints);
+cache::ReadContext ReadContextFor(uint32_t tid, uint32_t uid, HintIoctls* hints,
+                                  int file_flags = 0);
 
 }  // namespace tipfs::fusefs

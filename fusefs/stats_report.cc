@@ -25,7 +25,9 @@ double Percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
-const char* kSourceNames[] = {"manual", "speculative", "warmup"};
+const char* SourceName(size_t i) {
+  return cache::HintSourceName(static_cast<cache::HintSource>(i));
+}
 
 // Name/value pairs shared by the JSON and Prometheus renderings, so both always say the same.
 struct Field {
@@ -67,6 +69,12 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
       {"hints.outstanding.bytes", double(s.outstanding_hinted_bytes), "gauge",
        "Hinted bytes not yet read"},
       {"hints.streams.active", double(s.streams_active), "gauge", "Hint streams"},
+      {"hints.tainted.outstanding.bytes", double(s.outstanding_tainted_bytes), "gauge",
+       "Tainted speculative hinted bytes not yet read"},
+      {"hints.tainted.outstanding_max.bytes", double(s.tainted_outstanding_max_bytes), "gauge",
+       "Most tainted speculative hinted bytes one process had outstanding"},
+      {"hints.tainted.trimmed.bytes", double(s.tainted_trimmed_bytes), "counter",
+       "Tainted speculative hinted bytes dropped by the tainted budget"},
       {"hints.horizon", s.prefetch_horizon, "gauge", "Prefetch horizon in block accesses"},
       {"speculation.reads", double(s.spec_reads), "counter", "Reads by speculating processes"},
       {"speculation.hits", double(s.spec_hits), "counter", "Speculative reads served from memory"},
@@ -137,14 +145,17 @@ std::string StatsReport::Text() const {
             s.shared_consumed);
   }
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
-    Appendf(&out, "  %-11s %s hinted, %" PRIu64 " blocks consumed, accuracy %.2f\n",
-            kSourceNames[i], FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i],
-            s.accuracy[i]);
+    Appendf(&out, "  %-19s %s hinted, %" PRIu64 " blocks consumed, accuracy %.2f\n", SourceName(i),
+            FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i], s.accuracy[i]);
   }
   Appendf(&out,
           "speculation: %zu attached, %" PRIu64 " reads, %" PRIu64 " hits, %" PRIu64
           " hinted instead (EAGAIN)\n",
           hints_->attached(), s.spec_reads, s.spec_hits, s.spec_eagain);
+  Appendf(&out, "  tainted: %s outstanding (at most %s), %s trimmed by the budget\n",
+          FormatSize(s.outstanding_tainted_bytes).c_str(),
+          FormatSize(s.tainted_outstanding_max_bytes).c_str(),
+          FormatSize(s.tainted_trimmed_bytes).c_str());
   if (disks_->emulation) {
     Appendf(&out, "disk model: %s\n", disks_->emulation->spec().c_str());
     out += stripe::FormatDiskStats(disks_->emulation->Stats());
@@ -165,8 +176,8 @@ std::string StatsReport::Json() const {
     Appendf(&out,
             "\"hints.%s.bytes\":%" PRIu64 ",\"hints.%s.consumed\":%" PRIu64
             ",\"hints.%s.accuracy\":%.6g,",
-            kSourceNames[i], s.bytes_hinted[i], kSourceNames[i], s.blocks_consumed[i],
-            kSourceNames[i], s.accuracy[i]);
+            SourceName(i), s.bytes_hinted[i], SourceName(i), s.blocks_consumed[i], SourceName(i),
+            s.accuracy[i]);
   }
   std::array<uint64_t, TICKER_ENUM_MAX> tickers = statistics_->Snapshot();
   for (uint32_t t = 0; t < TICKER_ENUM_MAX; ++t) {
@@ -197,7 +208,7 @@ std::string StatsReport::Prometheus() const {
   const std::string hinted = "tipfs_hints_bytes_total";
   AppendPrometheusHeader(&out, hinted, "counter", "Bytes hinted, by source");
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
-    AppendPrometheusSample(&out, hinted, {{"source", kSourceNames[i]}},
+    AppendPrometheusSample(&out, hinted, {{"source", SourceName(i)}},
                            static_cast<double>(s.bytes_hinted[i]));
   }
   out += statistics_->ToPrometheus();

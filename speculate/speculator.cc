@@ -109,7 +109,7 @@ Status Speculator::Start(const SpecOptions& options) {
   policy_.Start(NowNanos());
   faults_charged_ = -1;
   stream_ = static_cast<uint64_t>(getpid());
-  disabled_after_failure_ = false;
+  disabled_after_failure_.store(false);
   started_.store(true);
   active_.store(true);
   return Status::OK();
@@ -156,19 +156,23 @@ bool Speculator::Classify(int fd) {
   if (!watch_.Classify(fd, &facts, nullptr)) return false;  // not open: decide at the next read
   fds_[fd].dev = facts.dev;
   fds_[fd].ino = facts.ino;
-  fds_[fd].state.store(facts.watched ? kWatched : kUnwatched, std::memory_order_relaxed);
+  fds_[fd].state.store(facts.watched ? kWatched : kUnwatched, std::memory_order_release);
   return facts.watched;
 }
 
 bool Speculator::IsWatched(int fd) {
   if (!started() || fd < 0 || fd >= kMaxFds || fds_ == nullptr) return false;
-  if (fds_[fd].state.load(std::memory_order_relaxed) == kUnwatched) return false;
-  if (fds_[fd].state.load(std::memory_order_relaxed) == kWatched) return true;
+  const uint8_t state = fds_[fd].state.load(std::memory_order_acquire);
+  if (state == kUnwatched) return false;
+  if (state == kWatched) return true;
   return Classify(fd);
 }
 
 int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
-  if (!active() || !IsWatched(fd) || disabled_after_failure_ || !OwnedByCallingThread()) return 0;
+  if (!active() || !IsWatched(fd) || disabled_after_failure_.load(std::memory_order_relaxed) ||
+      !OwnedByCallingThread()) {
+    return 0;
+  }
   // The fast path, where speculation is not useful (reads too quick to be worth hiding): no
   // child to check this read against and none to fork; only time the read for the stall rule.
   if (!child_running_.load(std::memory_order_relaxed) && !MayFork()) return NowNanos();
@@ -324,7 +328,8 @@ void Speculator::WaitForChildsRead(uint64_t entries) {
 
 // The first child too waits for a stall: a program whose reads all hit the cache never forks.
 bool Speculator::MayFork() const {
-  return !disabled_after_failure_ && policy_.Stalled(last_read_nanos_);
+  return !disabled_after_failure_.load(std::memory_order_relaxed) &&
+         policy_.Stalled(last_read_nanos_);
 }
 
 bool Speculator::ChildWaits() {
@@ -419,7 +424,7 @@ void Speculator::RecordChildExit(int slot, int wait_status) {
         break;
       case EndReason::kStartupFailed:  // one that cannot sandbox itself never will: stop trying
         ++counters_.start_failures;
-        disabled_after_failure_ = true;
+        disabled_after_failure_.store(true, std::memory_order_relaxed);
         break;
       default:
         break;

@@ -40,7 +40,7 @@ class Speculator {
   // watched (and whenever speculation is off).
   bool MaybeWatched(int fd) const {
     if (!active() || fd < 0 || fd >= kMaxFds || fds_ == nullptr) return false;
-    return fds_[fd].state.load(std::memory_order_relaxed) != kUnwatched;
+    return fds_[fd].state.load(std::memory_order_acquire) != kUnwatched;
   }
   // True when fd is a watched file (classifies it on first use). Also in the speculating child,
   // so that the child makes the same choices the program makes (stdio streams, for one).
@@ -70,6 +70,8 @@ class Speculator {
  private:
   static constexpr int kMaxFds = 65536;
   enum : uint8_t { kUnknown = 0, kUnwatched = 1, kWatched = 2 };
+  // dev and ino are written before `state` is stored with release, and read after it is loaded
+  // with acquire: a thread that sees kWatched sees the file it belongs to.
   struct FdInfo {
     std::atomic<uint8_t> state;
     uint64_t dev;
@@ -132,7 +134,9 @@ class Speculator {
   std::atomic<bool> active_{false};
   std::atomic<bool> started_{false};
   std::atomic<pid_t> owner_tid_{0};
-  bool disabled_after_failure_ = false;
+  // Set by whichever thread reaps a child that could not sandbox itself, read by every reading
+  // thread's fast path.
+  std::atomic<bool> disabled_after_failure_{false};
 
   // child_pid_ > 0, readable without mu_ by the fast path of the thread speculation follows.
   std::atomic<bool> child_running_{false};

@@ -25,11 +25,14 @@ extern "C" {
 
 #define TIPFS_HINT_VERSION 1u
 
-/* Where a hint came from. Speculative hints are discounted by their measured accuracy. */
+/* Where a hint came from. Every source but manual is discounted by its measured accuracy. */
 enum tipfs_hint_source {
   TIPFS_SOURCE_MANUAL = 0,      /* the program itself */
-  TIPFS_SOURCE_SPECULATIVE = 1, /* libtipspec's speculating child */
+  TIPFS_SOURCE_SPECULATIVE = 1, /* libtipspec's speculating child, on data it really read */
   TIPFS_SOURCE_WARMUP = 2,      /* `tipfs hint` from the shell: prefetch in this order */
+  TIPFS_SOURCE_HISTORY = 3,     /* `tipfs run` replaying the reads of the last run of a command */
+  TIPFS_SOURCE_SPECULATIVE_TAINTED = 4, /* a speculating child after it read data it did not get:
+                                           capped (tipfs(8)), cancelled apart */
 };
 
 /* Stream 0 means "the calling process's own stream" (its thread group id). */
@@ -80,9 +83,12 @@ struct tipfs_hint_paths {
 
 /* TIPFS_IOC_CANCEL: drop outstanding hints. flags TIPFS_CANCEL_ALL: every stream of the calling
  * process; otherwise the stream in header.stream, and with TIPFS_CANCEL_EPOCH only the hints of
- * header.epoch (a speculation restart). header.count is ignored. */
+ * header.epoch (a speculation restart), with TIPFS_CANCEL_TAINTED only its tainted ones
+ * (TIPFS_SOURCE_SPECULATIVE_TAINTED: a speculating child ended; its clean hints stay).
+ * header.count is ignored. */
 #define TIPFS_CANCEL_ALL 1u
 #define TIPFS_CANCEL_EPOCH 2u
+#define TIPFS_CANCEL_TAINTED 4u
 struct tipfs_cancel {
   struct tipfs_hint_header header;
   uint32_t flags;
@@ -117,8 +123,11 @@ struct tipfs_query {
 
 /* TIPFS_IOC_SPEC_ATTACH / DETACH: libtipspec's speculating child declares itself. While attached,
  * the calling process's reads never wait for the disk: data in the cache is returned, data not
- * in the cache is hinted (source speculative, header.stream / header.epoch) and the read fails
- * with EAGAIN, so that nothing the child did not really read can enter any cache. */
+ * in the cache is hinted (header.source: TIPFS_SOURCE_SPECULATIVE or _SPECULATIVE_TAINTED;
+ * header.stream / header.epoch) and the read fails with EAGAIN, so that nothing the child did
+ * not really read can enter any cache. With wait_for_data the read waits for the data after
+ * hinting it, except through a descriptor opened (or set) O_NONBLOCK, which never waits.
+ * Attaching again changes source, epoch and wait_for_data. */
 struct tipfs_spec_attach {
   struct tipfs_hint_header header; /* stream: the parent's stream; epoch: the current epoch */
   uint32_t wait_for_data; /* 1: reads of uncached data wait for it (follow true dependencies) */

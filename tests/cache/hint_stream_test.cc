@@ -93,7 +93,7 @@ TEST(HintStreamTest, CancelEpochDropsOnlyThatEpoch) {
   s.Append(Seg(3, 0, 3 * kBlock, /*epoch=*/1));
   s.Expand(2);  // one expanded, one pending epoch-1 segment
   StreamRelease r;
-  s.CancelEpoch(1, &r);
+  s.CancelEpoch(1, /*tainted_only=*/false, &r);
   EXPECT_EQ(r.dropped.size(), 2u);
   EXPECT_EQ(r.unexpanded_dropped[0], 3u);
   EXPECT_EQ(r.dropped_accesses(), 5u);
@@ -102,6 +102,31 @@ TEST(HintStreamTest, CancelEpochDropsOnlyThatEpoch) {
   s.Expand(10);
   ASSERT_EQ(s.expanded(), 1u);
   EXPECT_EQ(s.at(0).ino, 2u);
+}
+
+TEST(HintStreamTest, CancellingTaintedHintsKeepsTheEpochsCleanOnes) {
+  HintStream s(1, 100, kBlock, 0);
+  HintSegment clean = Seg(1, 0, 2 * kBlock, /*epoch=*/4);
+  clean.source = HintSource::kSpeculative;
+  HintSegment tainted = Seg(2, 0, 3 * kBlock, /*epoch=*/4);
+  tainted.source = HintSource::kSpeculativeTainted;
+  HintSegment other_epoch = Seg(3, 0, kBlock, /*epoch=*/5);
+  other_epoch.source = HintSource::kSpeculativeTainted;
+  s.Append(clean);
+  s.Append(tainted);
+  s.Append(other_epoch);
+  EXPECT_EQ(s.outstanding_bytes(HintSource::kSpeculativeTainted), 4u * kBlock);
+  s.Expand(3);  // the clean segment and one block of the tainted one expanded
+  StreamRelease r;
+  s.CancelEpoch(4, /*tainted_only=*/true, &r);
+  EXPECT_EQ(r.dropped_accesses(), 3u);
+  EXPECT_EQ(s.outstanding_bytes(HintSource::kSpeculative), 2u * kBlock);
+  EXPECT_EQ(s.outstanding_bytes(HintSource::kSpeculativeTainted), uint64_t{kBlock});
+  EXPECT_EQ(s.outstanding_bytes(), 3u * kBlock);
+  // Consuming the clean hints leaves only the other epoch's tainted block.
+  EXPECT_EQ(s.Match(1, 0, 2 * kBlock, 1, &r), HintStream::MatchResult::kMatched);
+  EXPECT_EQ(s.outstanding_bytes(HintSource::kSpeculative), 0u);
+  EXPECT_EQ(s.outstanding_bytes(), uint64_t{kBlock});
 }
 
 TEST(HintStreamTest, RemoveInodeAndCursor) {

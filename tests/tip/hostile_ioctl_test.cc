@@ -160,7 +160,7 @@ TEST_F(HostileIoctlTest, EveryRefusalHasItsErrnoAndChangesNothing) {
   {
     auto request = std::make_unique<tipfs_hint_fd>();
     std::memset(request.get(), 0, sizeof(*request));
-    request->header = Header(1, TIPFS_STREAM_SELF, 3);
+    request->header = Header(1, TIPFS_STREAM_SELF, 5);  // no such source
     EXPECT_EQ(ErrnoName(IoctlErrno(big_fd_, TIPFS_IOC_HINT_FD, request.get())), "EINVAL");
   }
   // Descriptors: write-only, a directory, a closed one (refused by the kernel).
@@ -366,7 +366,7 @@ int RandomCall(std::mt19937_64& rng, const FuzzTargets& t, bool hoarder,
       auto* r = reinterpret_cast<tipfs_cancel*>(arg);
       r->header = random_header(0);
       r->flags = static_cast<uint32_t>(pick(8));
-      if (hoarder) r->flags |= 4;  // an unknown flag: refused, nothing cancelled
+      if (hoarder) r->flags |= 8;  // an unknown flag: refused, nothing cancelled
       return IoctlErrno(fd, TIPFS_IOC_CANCEL, arg);
     }
     case 8: {  // query, and speculation attach + detach (never left attached: reads would EAGAIN)

@@ -53,7 +53,9 @@ def stats_row(stats: dict) -> dict:
     # touched, the unit in which hinted accesses are consumed.
     blocks = num("demand.hits") + num("demand.misses")
     manual = num("hints.manual.consumed")
-    speculative = num("hints.speculative.consumed")
+    # Speculation's hints are clean or tainted; history replays the last run: all automatic.
+    speculative = (num("hints.speculative.consumed") + num("hints.speculative_tainted.consumed")
+                   + num("hints.history.consumed"))
     disks = stats.get("disks", []) or []
     utilization = [float(d.get("utilization", 0)) for d in disks if isinstance(d, dict)]
     return {

@@ -1,0 +1,119 @@
+// The cache's side of speculation for programs that parse what they read (docs/DESIGN.md "Hint
+// sources, classes and accuracy"): a child's hints made after it read data it did not get are
+// tainted, capped per owner and over all owners (trimmed, never refused), cancelled apart from
+// its clean ones, and measured with an accuracy of their own.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cache/file_cache.h"
+#include "tests/cache/cache_rig.h"
+
+namespace tipfs::cache {
+namespace {
+
+using testing::CacheRig;
+using testing::TestOptions;
+using testing::Wrap;
+
+constexpr uint32_t kBlock = 4096;  // also the stripe unit
+
+// A file of `blocks` blocks of random bytes written straight to the disks.
+std::string NewFile(CacheRig& rig, uint64_t ino, uint64_t blocks) {
+  std::string data = testing::RandomBytes(blocks * kBlock, ino);
+  EXPECT_TRUE(rig.io->Write(ino, 0, data.data(), data.size()).ok());
+  return data;
+}
+
+ReadContext Child(uint64_t parent, uint32_t epoch, HintSource source) {
+  ReadContext c{900, 900};
+  c.speculative = true;
+  c.spec_stream = parent;
+  c.spec_epoch = epoch;
+  c.spec_source = source;
+  return c;
+}
+
+TEST(SpecSourcesTest, TaintedHintsAreTrimmedToTheOwnersBudgetAndNeverRefused) {
+  CacheOptions o = TestOptions(256);
+  o.tainted_hint_budget_bytes = 10 * kBlock;
+  CacheRig rig(2, kBlock, o, Wrap::kHeld);
+  const std::string data = NewFile(rig, 1, 64);
+  rig.HoldAll(true);
+  int error = 0;
+  // Garbage-fed reads of huge ranges: each is hinted only as far as the budget goes.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(rig.Read(Child(100, 1, HintSource::kSpeculativeTainted), 1, i * 16 * kBlock,
+                       16 * kBlock, data.size(), &error),
+              "");
+    EXPECT_EQ(error, EAGAIN);
+  }
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.outstanding_tainted_bytes, 10u * kBlock);
+  EXPECT_EQ(stats.tainted_outstanding_max_bytes, 10u * kBlock);
+  EXPECT_EQ(stats.tainted_trimmed_bytes, 54u * kBlock);
+  EXPECT_EQ(stats.hints_refused, 0u);
+  // Clean hints are not charged to the tainted budget.
+  EXPECT_EQ(
+      rig.Read(Child(100, 1, HintSource::kSpeculative), 1, 0, 20 * kBlock, data.size(), &error),
+      "");
+  EXPECT_EQ(rig.cache->QueryStream(100).hinted_bytes, 30u * kBlock);
+  rig.HoldAll(false);
+  rig.ReleaseAll();
+}
+
+TEST(SpecSourcesTest, TheGlobalTaintedBudgetBoundsAllOwnersTogether) {
+  CacheOptions o = TestOptions(256);
+  o.tainted_hint_budget_bytes = 8 * kBlock;
+  o.global_tainted_hint_budget_bytes = 12 * kBlock;
+  CacheRig rig(2, kBlock, o, Wrap::kHeld);
+  const std::string data = NewFile(rig, 1, 64);
+  rig.HoldAll(true);
+  for (uint64_t parent : {100, 101, 102}) {
+    rig.Read(Child(parent, 1, HintSource::kSpeculativeTainted), 1, 0, 8 * kBlock, data.size());
+  }
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.outstanding_tainted_bytes, 12u * kBlock);
+  EXPECT_EQ(rig.cache->QueryStream(100).hinted_bytes, 8u * kBlock);
+  EXPECT_EQ(rig.cache->QueryStream(101).hinted_bytes, 4u * kBlock);
+  EXPECT_FALSE(rig.cache->QueryStream(102).exists);
+  // Cancelling one owner's tainted hints gives the room back.
+  ASSERT_TRUE(rig.cache->Cancel(100, 1u, /*tainted_only=*/true).ok());
+  EXPECT_EQ(rig.cache->Stats().outstanding_tainted_bytes, 4u * kBlock);
+  rig.Read(Child(102, 1, HintSource::kSpeculativeTainted), 1, 0, 8 * kBlock, data.size());
+  EXPECT_EQ(rig.cache->QueryStream(102).hinted_bytes, 8u * kBlock);
+  rig.HoldAll(false);
+  rig.ReleaseAll();
+}
+
+// A child ended: its tainted hints go, its clean ones stay and the program's reads consume them;
+// each class keeps its own accuracy.
+TEST(SpecSourcesTest, EndingAChildCancelsOnlyItsTaintedHints) {
+  CacheRig rig(2, kBlock, TestOptions(256), Wrap::kHeld);
+  const std::string data = NewFile(rig, 1, 32);
+  rig.HoldAll(true);
+  rig.Read(Child(100, 7, HintSource::kSpeculative), 1, 0, 2 * kBlock, data.size());
+  rig.Read(Child(100, 7, HintSource::kSpeculativeTainted), 1, 10 * kBlock, 6 * kBlock, data.size());
+  ASSERT_TRUE(rig.cache->Cancel(100, 7u, /*tainted_only=*/true).ok());
+  StreamInfo info = rig.cache->QueryStream(100);
+  ASSERT_TRUE(info.exists);
+  EXPECT_EQ(info.hinted_bytes, 2u * kBlock);
+  rig.HoldAll(false);
+  rig.ReleaseAll();
+  const uint64_t requests = rig.DiskRequests();
+  EXPECT_EQ(rig.Read(ReadContext{100, 100}, 1, 0, 2 * kBlock, data.size()),
+            data.substr(0, 2 * kBlock));
+  EXPECT_EQ(rig.DiskRequests(), requests);  // prefetched for the clean hint
+  CacheStats stats = rig.cache->Stats();
+  const size_t clean = static_cast<size_t>(HintSource::kSpeculative);
+  const size_t tainted = static_cast<size_t>(HintSource::kSpeculativeTainted);
+  EXPECT_EQ(stats.blocks_consumed[clean], 2u);
+  EXPECT_EQ(stats.blocks_consumed[tainted], 0u);
+  EXPECT_EQ(stats.bytes_hinted[tainted], 6u * kBlock);
+  EXPECT_GT(stats.accuracy[clean], stats.accuracy[tainted]);
+  EXPECT_EQ(std::string(HintSourceName(HintSource::kSpeculativeTainted)), "speculative_tainted");
+  EXPECT_EQ(std::string(HintSourceName(HintSource::kHistory)), "history");
+}
+
+}  // namespace
+}  // namespace tipfs::cache
