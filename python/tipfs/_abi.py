@@ -11,6 +11,8 @@ HINT_VERSION = 1
 SOURCE_MANUAL = 0
 SOURCE_SPECULATIVE = 1
 SOURCE_WARMUP = 2
+SOURCE_HISTORY = 3
+SOURCE_SPECULATIVE_TAINTED = 4
 
 STREAM_SELF = 0
 # Stream ids from 2**32 up with nonzero low 32 bits are the caller's own named streams.
@@ -22,6 +24,7 @@ PATH_MAX_BYTES = 4095
 
 CANCEL_ALL = 1
 CANCEL_EPOCH = 2
+CANCEL_TAINTED = 4
 SHARE_DESCENDANTS = 1
 
 u32 = ctypes.c_uint32

@@ -30,6 +30,8 @@ class Source(enum.IntEnum):
     MANUAL = _abi.SOURCE_MANUAL
     SPECULATIVE = _abi.SOURCE_SPECULATIVE
     WARMUP = _abi.SOURCE_WARMUP
+    HISTORY = _abi.SOURCE_HISTORY
+    SPECULATIVE_TAINTED = _abi.SOURCE_SPECULATIVE_TAINTED
 
 
 class TipfsError(OSError):

@@ -271,41 +271,43 @@ TEST_F(HintIoctlsTest, ShareRefusesBadFlagsAndStreamsOfOthers) {
   EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), 0);
   share.flags = 0;  // and back
   EXPECT_EQ(Call(TIPFS_IOC_SHARE, share, Me()), 0);
-  // A child re-attaches tainted after its first read of data it did not get; a descriptor with
-  // O_NONBLOCK never waits, whatever the attach says; only speculative sources may attach.
-  TEST_F(HintIoctlsTest, AttachCarriesTheChildsSourceAndNonBlockingReadsNeverWait) {
-    uint32_t tid = static_cast<uint32_t>(gettid());
-    tipfs_spec_attach attach{};
-    attach.header = Header(TIPFS_SOURCE_SPECULATIVE);
-    attach.header.stream = getppid();
-    attach.wait_for_data = 1;
-    ASSERT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), 0);
-    EXPECT_EQ(hints_->ReadContextFor(tid).spec_source, cache::HintSource::kSpeculative);
-    EXPECT_TRUE(hints_->ReadContextFor(tid, fusefs::HintIoctls::kNoUid, O_RDONLY).wait_for_data);
-    EXPECT_FALSE(hints_->ReadContextFor(tid, fusefs::HintIoctls::kNoUid, O_RDONLY | O_NONBLOCK)
-                     .wait_for_data);
-    attach.header.source = TIPFS_SOURCE_SPECULATIVE_TAINTED;
-    ASSERT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), 0);
-    EXPECT_EQ(hints_->ReadContextFor(tid).spec_source, cache::HintSource::kSpeculativeTainted);
-    EXPECT_EQ(hints_->attached(), 1u);
-    attach.header.source = TIPFS_SOURCE_MANUAL;
-    EXPECT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), EINVAL);
-    attach.header.source = 5;
-    EXPECT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), EINVAL);
-    attach.header.source = TIPFS_SOURCE_SPECULATIVE;
-    ASSERT_EQ(Call(TIPFS_IOC_SPEC_DETACH, attach, Me()), 0);
-  }
+}
 
-  TEST_F(HintIoctlsTest, CancellingTaintedHintsNeedsAnEpoch) {
-    tipfs_cancel cancel{};
-    cancel.header = Header(TIPFS_SOURCE_SPECULATIVE);
-    cancel.flags = TIPFS_CANCEL_TAINTED;
-    EXPECT_EQ(Call(TIPFS_IOC_CANCEL, cancel, Me()), EINVAL);
-    cancel.flags = TIPFS_CANCEL_TAINTED | TIPFS_CANCEL_EPOCH | TIPFS_CANCEL_ALL;
-    EXPECT_EQ(Call(TIPFS_IOC_CANCEL, cancel, Me()), EINVAL);
-    cancel.flags = TIPFS_CANCEL_TAINTED | TIPFS_CANCEL_EPOCH;
-    EXPECT_EQ(Call(TIPFS_IOC_CANCEL, cancel, Me()), 0);
-  }
+// A child re-attaches tainted after its first read of data it did not get; a descriptor with
+// O_NONBLOCK never waits, whatever the attach says; only speculative sources may attach.
+TEST_F(HintIoctlsTest, AttachCarriesTheChildsSourceAndNonBlockingReadsNeverWait) {
+  uint32_t tid = static_cast<uint32_t>(gettid());
+  tipfs_spec_attach attach{};
+  attach.header = Header(TIPFS_SOURCE_SPECULATIVE);
+  attach.header.stream = getppid();
+  attach.wait_for_data = 1;
+  ASSERT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), 0);
+  EXPECT_EQ(hints_->ReadContextFor(tid).spec_source, cache::HintSource::kSpeculative);
+  EXPECT_TRUE(hints_->ReadContextFor(tid, fusefs::HintIoctls::kNoUid, O_RDONLY).wait_for_data);
+  EXPECT_FALSE(
+      hints_->ReadContextFor(tid, fusefs::HintIoctls::kNoUid, O_RDONLY | O_NONBLOCK).wait_for_data);
+  attach.header.source = TIPFS_SOURCE_SPECULATIVE_TAINTED;
+  ASSERT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), 0);
+  EXPECT_EQ(hints_->ReadContextFor(tid).spec_source, cache::HintSource::kSpeculativeTainted);
+  EXPECT_EQ(hints_->attached(), 1u);
+  attach.header.source = TIPFS_SOURCE_MANUAL;
+  EXPECT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), EINVAL);
+  attach.header.source = 5;
+  EXPECT_EQ(Call(TIPFS_IOC_SPEC_ATTACH, attach, Me()), EINVAL);
+  attach.header.source = TIPFS_SOURCE_SPECULATIVE;
+  ASSERT_EQ(Call(TIPFS_IOC_SPEC_DETACH, attach, Me()), 0);
+}
+
+TEST_F(HintIoctlsTest, CancellingTaintedHintsNeedsAnEpoch) {
+  tipfs_cancel cancel{};
+  cancel.header = Header(TIPFS_SOURCE_SPECULATIVE);
+  cancel.flags = TIPFS_CANCEL_TAINTED;
+  EXPECT_EQ(Call(TIPFS_IOC_CANCEL, cancel, Me()), EINVAL);
+  cancel.flags = TIPFS_CANCEL_TAINTED | TIPFS_CANCEL_EPOCH | TIPFS_CANCEL_ALL;
+  EXPECT_EQ(Call(TIPFS_IOC_CANCEL, cancel, Me()), EINVAL);
+  cancel.flags = TIPFS_CANCEL_TAINTED | TIPFS_CANCEL_EPOCH;
+  EXPECT_EQ(Call(TIPFS_IOC_CANCEL, cancel, Me()), 0);
+}
 
 }  // namespace
 }  // namespace tipfs::testing
