@@ -13,6 +13,7 @@
 
 #include "cache/file_cache_internal.h"
 #include "stripe/io_ring.h"
+#include "util/mutex.h"
 #include "util/perf_context.h"
 
 namespace tipfs::cache {
@@ -78,7 +79,7 @@ FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
 }
 
 void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (disk >= disk_count_ || disk_reads_failing_[disk] == failing) return;
   disk_reads_failing_[disk] = failing;
   if (failing) {
@@ -89,8 +90,8 @@ void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
 }
 
 FileCache::~FileCache() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [this] { return fetches_in_flight_ == 0; });
+  MutexLock lock(&mu_);
+  while (fetches_in_flight_ != 0) idle_cv_.Wait(&mu_);
 }
 
 Status FileCache::ValidateOptions(const CacheOptions& options, uint32_t stripe_unit) {
@@ -117,7 +118,7 @@ uint32_t FileCache::DiskOf(uint64_t ino, uint64_t index) const {
 }
 
 bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return table_.Find(ino, block_index) != nullptr;
 }
 
@@ -261,7 +262,7 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
   std::shared_ptr<ReaderState> reader;
   bool eagain = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     FoldCpuSamples();
     if (spec) {
       ++counters_.spec_reads;
@@ -410,8 +411,8 @@ Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t of
   stripe::IoRing::FlushThisThread();
   {
     PerfSection wait(Subsystem::kDiskWait);
-    std::unique_lock<std::mutex> lock(pending->mu);
-    pending->cv.wait(lock, [&] { return pending->complete; });
+    MutexLock lock(&pending->mu);
+    while (!pending->complete) pending->cv.Wait(&pending->mu);
   }
   return FinishPending(pending.get());
 }
@@ -433,7 +434,7 @@ void FileCache::DrainIssues() {
   std::vector<std::shared_ptr<Fetch>> work;
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (issue_demand_.empty() && issue_prefetch_.empty()) break;
       work.swap(issue_demand_);  // demand reads go out first
       work.insert(work.end(), issue_prefetch_.begin(), issue_prefetch_.end());
@@ -461,7 +462,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   std::vector<std::shared_ptr<PendingRead>> waiters;
   std::shared_ptr<Fetch> self;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (status.ok()) disk_estimators_[fetch->disk].RecordCompletion(fetch->submit_ns, now);
     if (fetch->prefetch) --disk_prefetches_[fetch->disk];
     fetch->status = status;
@@ -501,16 +502,16 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
       auto done = std::move(read->done);
       done(std::move(result));
     } else {
-      std::lock_guard<std::mutex> lock(read->mu);
+      MutexLock lock(&read->mu);
       read->complete = true;
-      read->cv.notify_one();
+      read->cv.Signal();
     }
   }
   waiters.clear();
   self.reset();
   // Last: the destructor may run as soon as the count reaches zero.
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--fetches_in_flight_ == 0) idle_cv_.notify_all();
+  MutexLock lock(&mu_);
+  if (--fetches_in_flight_ == 0) idle_cv_.SignalAll();
 }
 
 Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t length) {
@@ -519,7 +520,7 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
   const uint64_t last = (offset + length - 1) / block_size_;
   uint64_t my_epoch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     InodeState* inode = table_.GetInode(ino);
     ++inode->epoch;
     ++inode->writers;
@@ -527,7 +528,7 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     DetachInFlight(ino, first, last);
   }
   Status st = io_->Write(ino, offset, data, length);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   InodeState* inode = table_.GetInode(ino);
   // Patch cached blocks only when no other write to the file overlapped this one in time: then
   // the disks hold exactly these bytes. Otherwise the order the disks applied is unknown: drop.
@@ -567,14 +568,14 @@ Status FileCache::Truncate(uint64_t ino, uint64_t old_size, uint64_t new_size) {
   const uint64_t first = std::min(old_size, new_size) / block_size_;
   constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     InodeState* inode = table_.GetInode(ino);
     ++inode->epoch;
     ++inode->writers;
     DetachInFlight(ino, first, kEnd);
   }
   Status st = io_->Truncate(ino, old_size, new_size);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // The block holding the new end and everything after it are re-read from the disks when
   // needed, so the cache can never disagree with the disks about bytes past either end.
   DropBlocks(ino, first, kEnd);
@@ -590,7 +591,7 @@ Status FileCache::Sync(uint64_t ino) { return io_->Sync(ino); }
 Status FileCache::Remove(uint64_t ino) {
   constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     InodeState* inode = table_.GetInode(ino);
     ++inode->epoch;
     ++inode->writers;
@@ -598,7 +599,7 @@ Status FileCache::Remove(uint64_t ino) {
     DropInodeHints(ino);
   }
   Status st = io_->Remove(ino);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   DropBlocks(ino, 0, kEnd);
   InodeState* inode = table_.GetInode(ino);
   ++inode->epoch;
@@ -612,7 +613,7 @@ Status FileCache::Remove(uint64_t ino) {
 namespace tipfs::cache {
 
 CacheOptions FileCache::options() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return options_;
 }
 
@@ -624,7 +625,7 @@ Status FileCache::SetOptions(const CacheOptions& requested) {
   const uint32_t unit = io_->layout().stripe_unit();
   TIPFS_RETURN_IF_ERROR(ValidateOptions(requested, unit));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = clock_->NowNanos();
     const bool drop_hints = requested.hints_ignored && !options_.hints_ignored;
     CacheOptions next = requested;

@@ -24,11 +24,9 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +36,7 @@
 #include "cache/tip_model.h"
 #include "stripe/striped_io.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace tipfs::cache {
@@ -287,76 +286,82 @@ class FileCache {
   Result<size_t> FinishPending(PendingRead* read);
   void OnFetchDone(Fetch* fetch, Status status);
   void DrainIssues();
-  // REQUIRES: mu_ held (for all below).
+  // All below run with mu_ held.
   // A new block of `ino` read from the disks as far as a file of `file_size` bytes goes.
   Block* NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
-                         uint64_t file_size, int64_t now);
+                         uint64_t file_size, int64_t now) REQUIRES(mu_);
   // Bytes of block `index` a read must fetch when the file is `file_size` long: up to the end
   // of file rounded up to 4 KiB, at most a block.
-  uint32_t FetchLength(uint64_t index, uint64_t file_size) const;
-  void OnDemandHit(Block* b, int64_t now);
-  void PlaceUnheld(Block* b);
-  void EvictBlock(Block* b);
-  void DetachInFlight(uint64_t ino, uint64_t first, uint64_t last);
-  void DropBlocks(uint64_t ino, uint64_t first, uint64_t last);
-  void FoldCpuSamples();
-  ReaderState* Reader(uint32_t tgid, int64_t now);
-  uint32_t DiskOf(uint64_t ino, uint64_t index) const;
+  uint32_t FetchLength(uint64_t index, uint64_t file_size) const REQUIRES(mu_);
+  void OnDemandHit(Block* b, int64_t now) REQUIRES(mu_);
+  void PlaceUnheld(Block* b) REQUIRES(mu_);
+  void EvictBlock(Block* b) REQUIRES(mu_);
+  void DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
+  void DropBlocks(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
+  void FoldCpuSamples() REQUIRES(mu_);
+  ReaderState* Reader(uint32_t tgid, int64_t now) REQUIRES(mu_);
+  uint32_t DiskOf(uint64_t ino, uint64_t index) const REQUIRES(mu_);
 
-  // TIP (tip_manager.cc). REQUIRES: mu_ held.
+  // TIP (tip_manager.cc).
   enum class Purpose { kDemand, kReadahead, kWarmup };
-  bool MakeRoom(Purpose purpose, int64_t now);
+  bool MakeRoom(Purpose purpose, int64_t now) REQUIRES(mu_);
   // `spare_only`: take only a free buffer, an evict-first block or an LRU tail without marginal
   // hits (for prefetches beyond the horizon on idle disks).
   bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
-                           bool spare_only);
-  void RunManager(int64_t now);
-  size_t NextCandidate(HintStream* s);
-  void ExpandStream(HintStream* s, size_t count);
-  uint64_t ExpansionBudget() const;
-  void RunWarmups(int64_t now);
-  void Hold(HintedAccess* a, Block* b);
-  void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as);
-  void ReleaseHold(const HintedAccess& a, Release how);
-  bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now);
+                           bool spare_only) REQUIRES(mu_);
+  void RunManager(int64_t now) REQUIRES(mu_);
+  size_t NextCandidate(HintStream* s) REQUIRES(mu_);
+  void ExpandStream(HintStream* s, size_t count) REQUIRES(mu_);
+  uint64_t ExpansionBudget() const REQUIRES(mu_);
+  void RunWarmups(int64_t now) REQUIRES(mu_);
+  void Hold(HintedAccess* a, Block* b) REQUIRES(mu_);
+  void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as) REQUIRES(mu_);
+  void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_);
+  bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now)
+      REQUIRES(mu_);
   // Stream sharing (stream_sharing.cc). The shared streams of the reader itself and of
   // ctx.shared_owner, matched in any order.
   bool MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
-                          int64_t now);
-  bool IsShared(uint64_t stream) const { return shared_streams_.contains(stream); }
+                          int64_t now) REQUIRES(mu_);
+  bool IsShared(uint64_t stream) const REQUIRES(mu_) { return shared_streams_.contains(stream); }
   void Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, uint64_t length,
-                 uint64_t file_size, bool matched, int64_t now);
+                 uint64_t file_size, bool matched, int64_t now) REQUIRES(mu_);
   void HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
-                           uint64_t file_size, int64_t now);
+                           uint64_t file_size, int64_t now) REQUIRES(mu_);
   // The part of `segments` (tainted speculative hints of an owner with `owner_tainted` bytes
   // outstanding) that fits the tainted budgets; counts what is trimmed.
   std::vector<HintSegment> TrimToTaintedBudget(uint64_t owner_tainted,
-                                               const std::vector<HintSegment>& segments);
+                                               const std::vector<HintSegment>& segments)
+      REQUIRES(mu_);
   Status AppendHints(uint64_t stream, uint32_t owner, HintSource source, uint32_t epoch,
-                     const std::vector<HintSegment>& segments, int64_t now);
-  void DeleteStream(uint64_t id, bool warmup, Release how);
-  void DropInodeHints(uint64_t ino);
-  void RetireIdleStreams(int64_t now);
-  double DiskNanos(uint32_t disk) const;
-  double MeanDiskNanos() const;
-  double AppNanos(const HintStream* s) const;  // T_cpu + T_hit + T_driver of its reader
-  double AccessRate(const HintStream* s, int64_t now) const;  // accesses per second (TIP2)
+                     const std::vector<HintSegment>& segments, int64_t now) REQUIRES(mu_);
+  void DeleteStream(uint64_t id, bool warmup, Release how) REQUIRES(mu_);
+  void DropInodeHints(uint64_t ino) REQUIRES(mu_);
+  void RetireIdleStreams(int64_t now) REQUIRES(mu_);
+  double DiskNanos(uint32_t disk) const REQUIRES(mu_);
+  double MeanDiskNanos() const REQUIRES(mu_);
+  double AppNanos(const HintStream* s) const
+      REQUIRES(mu_);  // T_cpu + T_hit + T_driver of its reader
+  double AccessRate(const HintStream* s, int64_t now) const
+      REQUIRES(mu_);  // accesses per second (TIP2)
   // Whether a stream with this horizon is limited by the disks (prefetch_idle_disks applies).
-  bool ArrayIsTheBottleneck(double horizon) const;
+  bool ArrayIsTheBottleneck(double horizon) const REQUIRES(mu_);
   // *beyond_horizon: the access is past its horizon, valued for an idle disk (see the .cc).
-  double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const;
-  double LruCostRate(int64_t now) const;
+  double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const
+      REQUIRES(mu_);
+  double LruCostRate(int64_t now) const REQUIRES(mu_);
   struct Ejection {
     HintStream* stream = nullptr;
     size_t index = 0;
     double cost = 0;
   };
-  Ejection CheapestEjection(const HintStream* exclude, int64_t now) const;
-  void Eject(const Ejection& e);
+  Ejection CheapestEjection(const HintStream* exclude, int64_t now) const REQUIRES(mu_);
+  void Eject(const Ejection& e) REQUIRES(mu_);
   template <typename Fn>
-  void MutateStream(HintStream* s, Release how, Fn fn);
+  void MutateStream(HintStream* s, Release how, Fn fn) REQUIRES(mu_);
   // The same for callers outside tip_manager.cc, where the template is defined.
-  void MutateStreamWith(HintStream* s, Release how, const std::function<void(StreamRelease*)>& fn);
+  void MutateStreamWith(HintStream* s, Release how, const std::function<void(StreamRelease*)>& fn)
+      REQUIRES(mu_);
 
   // Constant after construction.
   stripe::StripedIo* const io_;
@@ -367,38 +372,41 @@ class FileCache {
   // Protected by mu_. Lock order: mu_ before the Clock's own mutex (NowNanos under mu_); a
   // PendingRead's mu is never taken with mu_ held; mu_ is never held across StripedIo calls,
   // waits, or callers' callbacks.
-  mutable std::mutex mu_;
-  CacheOptions options_;
-  uint64_t capacity_blocks_;
-  BlockTable table_;
-  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> streams_;  // matched against reads
-  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_;  // prefetched in order
-  std::unordered_map<uint32_t, OwnerState> owners_;
-  std::unordered_map<uint64_t, uint32_t> shared_streams_;  // stream id -> owner (ShareStream)
-  uint64_t global_hinted_bytes_ = 0;
-  uint64_t global_tainted_bytes_ = 0;
-  uint64_t global_segments_ = 0;
+  mutable Mutex mu_;
+  CacheOptions options_ GUARDED_BY(mu_);
+  uint64_t capacity_blocks_ GUARDED_BY(mu_);
+  BlockTable table_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> streams_
+      GUARDED_BY(mu_);  // matched against reads
+  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_
+      GUARDED_BY(mu_);  // prefetched in order
+  std::unordered_map<uint32_t, OwnerState> owners_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, uint32_t> shared_streams_
+      GUARDED_BY(mu_);  // stream id -> owner (ShareStream)
+  uint64_t global_hinted_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t global_tainted_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t global_segments_ GUARDED_BY(mu_) = 0;
   // Hinted accesses expanded from segments in all streams (about 80 bytes each): the manager
   // stops expanding beyond ExpansionBudget(), so many streams cannot multiply the metadata.
-  uint64_t expanded_accesses_ = 0;
-  std::unordered_map<uint32_t, std::shared_ptr<ReaderState>> readers_;
-  std::vector<DiskServiceEstimator> disk_estimators_;
+  uint64_t expanded_accesses_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint32_t, std::shared_ptr<ReaderState>> readers_ GUARDED_BY(mu_);
+  std::vector<DiskServiceEstimator> disk_estimators_ GUARDED_BY(mu_);
   // Prefetches in flight per disk, plus kFailedDiskPrefetches while the disk's reads fail: every
   // prefetch decision compares this with max_prefetches_per_disk, so a failing disk looks full.
-  std::vector<uint32_t> disk_prefetches_;
-  std::vector<bool> disk_reads_failing_;
+  std::vector<uint32_t> disk_prefetches_ GUARDED_BY(mu_);
+  std::vector<bool> disk_reads_failing_ GUARDED_BY(mu_);
   static constexpr uint32_t kFailedDiskPrefetches = 1u << 30;
-  uint64_t fetches_in_flight_ = 0;
-  uint64_t hinted_in_flight_ = 0;
-  Ewma t_hit_{0.125, 0};
-  Ewma t_driver_{0.125, 0};
-  LruMarginalEstimator lru_marginal_;
-  std::array<AccuracyEstimator, kHintSourceCount> accuracy_;
-  CacheStats counters_;  // the counter fields; gauges are filled in by Stats()
-  std::vector<std::shared_ptr<Fetch>> issue_demand_;
-  std::vector<std::shared_ptr<Fetch>> issue_prefetch_;
-  int64_t last_idle_check_ns_ = 0;
-  std::condition_variable idle_cv_;  // signalled when fetches_in_flight_ drops to 0
+  uint64_t fetches_in_flight_ GUARDED_BY(mu_) = 0;
+  uint64_t hinted_in_flight_ GUARDED_BY(mu_) = 0;
+  Ewma t_hit_ GUARDED_BY(mu_){0.125, 0};
+  Ewma t_driver_ GUARDED_BY(mu_){0.125, 0};
+  LruMarginalEstimator lru_marginal_ GUARDED_BY(mu_);
+  std::array<AccuracyEstimator, kHintSourceCount> accuracy_ GUARDED_BY(mu_);
+  CacheStats counters_ GUARDED_BY(mu_);  // the counter fields; gauges are filled in by Stats()
+  std::vector<std::shared_ptr<Fetch>> issue_demand_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Fetch>> issue_prefetch_ GUARDED_BY(mu_);
+  int64_t last_idle_check_ns_ GUARDED_BY(mu_) = 0;
+  CondVar idle_cv_;  // signalled when fetches_in_flight_ drops to 0
 
   // Updated without mu_ (folded in under mu_ by FoldCpuSamples).
   std::atomic<uint64_t> stall_nanos_{0};

@@ -4,16 +4,15 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "cache/block_table.h"
 #include "cache/tip_model.h"
 #include "stripe/disk.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace tipfs::cache {
@@ -22,7 +21,9 @@ namespace tipfs::cache {
 // StripedIo -> done (status set, waiters woken). A write to the file while it is in flight
 // detaches it from its block (block = nullptr): its readers still get its bytes, but the bytes
 // never enter the cache. Owned by shared pointers: its own `self` until done, and every waiting
-// read's part.
+// read's part. `block`, `done` and `waiters` change only under the owning FileCache's mu_ (a lock
+// of another object, which clang's analysis cannot name: FileCache's methods that touch them
+// are REQUIRES(mu_)).
 struct Fetch {
   BlockKey key;
   uint32_t disk = 0;
@@ -31,11 +32,11 @@ struct Fetch {
   int64_t submit_ns = 0;
   uint64_t inode_epoch = 0;
   std::shared_ptr<char[]> buffer;
-  Block* block = nullptr;  // GUARDED_BY(FileCache::mu_)
-  bool done = false;       // GUARDED_BY(FileCache::mu_); status and buffer final once set
+  Block* block = nullptr;
+  bool done = false;  // status and buffer final once set
   Status status;
-  std::vector<std::shared_ptr<PendingRead>> waiters;  // GUARDED_BY(FileCache::mu_)
-  std::shared_ptr<Fetch> self;                        // keeps it alive until done
+  std::vector<std::shared_ptr<PendingRead>> waiters;
+  std::shared_ptr<Fetch> self;  // keeps it alive until done
 };
 
 // One block of a read: its bytes, either already in memory or coming from a fetch.
@@ -46,7 +47,8 @@ struct ReadPart {
 
 // Per reading process (tgid): application compute time between reads (TIP's T_cpu) and the
 // sequential runs that drive read-ahead. Shared pointer so a read in flight can stamp its end time
-// without the cache lock.
+// without the cache lock. All but `tgid` and `last_end_ns` change only under the FileCache's mu_
+// (as for Fetch, a lock the analysis cannot name from here).
 struct ReaderState {
   struct Run {
     uint64_t ino = 0;
@@ -59,10 +61,10 @@ struct ReaderState {
   static constexpr size_t kRuns = 8;
 
   uint32_t tgid = 0;
-  Ewma cpu_per_access{0.125, 0};  // GUARDED_BY(FileCache::mu_), nanoseconds per block access
-  int64_t last_start_ns = 0;      // GUARDED_BY(FileCache::mu_)
+  Ewma cpu_per_access{0.125, 0};  // nanoseconds per block access
+  int64_t last_start_ns = 0;
   std::atomic<int64_t> last_end_ns{0};
-  std::array<Run, kRuns> runs;  // GUARDED_BY(FileCache::mu_)
+  std::array<Run, kRuns> runs;
   size_t run_count = 0;
 };
 
@@ -81,9 +83,9 @@ struct PendingRead {
   std::atomic<uint32_t> remaining{0};
   std::function<void(Result<size_t>)> done;  // empty for a blocking Read
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool complete = false;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  bool complete GUARDED_BY(mu) = false;
 };
 
 // Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i).

@@ -5,6 +5,7 @@
 // (REQUIRES: mu_ held) except the public entry points, which take it.
 #include "cache/file_cache.h"
 #include "cache/file_cache_internal.h"
+#include "util/mutex.h"
 
 namespace tipfs::cache {
 
@@ -14,7 +15,7 @@ constexpr size_t kMaxSharedPerOwner = 64;
 }  // namespace
 
 Status FileCache::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!shared) {
     shared_streams_.erase(stream);
     return Status::OK();
@@ -32,7 +33,7 @@ Status FileCache::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
 
 void FileCache::ForgetSharer(uint32_t owner) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::erase_if(shared_streams_, [owner](const auto& entry) { return entry.second == owner; });
   }
   CancelProcess(owner);

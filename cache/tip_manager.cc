@@ -16,6 +16,7 @@
 
 #include "cache/file_cache.h"
 #include "cache/file_cache_internal.h"
+#include "util/mutex.h"
 
 namespace tipfs::cache {
 
@@ -489,7 +490,7 @@ void FileCache::RunManager(int64_t now) {
     RetireIdleStreams(now);
   }
   if (options_.hints_ignored) return;
-  auto any_disk_has_room = [this] {
+  auto any_disk_has_room = [this]() REQUIRES(mu_) {
     for (uint32_t in_flight : disk_prefetches_) {
       if (in_flight < options_.max_prefetches_per_disk) return true;
     }
@@ -646,7 +647,7 @@ Status FileCache::Hint(const HintBatch& batch) {
     bytes += length;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++counters_.hint_calls;
     if (!options_.hints_ignored && !segments.empty()) {
       const int64_t now = clock_->NowNanos();
@@ -665,7 +666,7 @@ Status FileCache::Hint(const HintBatch& batch) {
 
 Status FileCache::Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool tainted_only) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (bool warmup : {false, true}) {
       auto& map = warmup ? warmups_ : streams_;
       auto it = map.find(stream);
@@ -687,7 +688,7 @@ Status FileCache::Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool ta
 
 void FileCache::CancelProcess(uint32_t owner) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = owners_.find(owner);
     if (it != owners_.end()) {
       const std::vector<uint64_t> streams = it->second.streams;
@@ -701,7 +702,7 @@ void FileCache::CancelProcess(uint32_t owner) {
 }
 
 StreamInfo FileCache::QueryStream(uint64_t stream) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StreamInfo info;
   info.cap_bytes = options_.per_process_hint_cap_bytes;
   const HintStream* s = nullptr;
@@ -719,7 +720,7 @@ StreamInfo FileCache::QueryStream(uint64_t stream) const {
 }
 
 CacheStats FileCache::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int64_t now = clock_->NowNanos();
   CacheStats stats = counters_;
   stats.stall_nanos = stall_nanos_.load(std::memory_order_relaxed);

@@ -7,8 +7,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "fusefs/daemon.h"
 #include "fsck/fsck.h"
+#include "fusefs/daemon.h"
 #include "stripe/volume.h"
 
 namespace tipfs::cli {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "cache/file_cache.h"
+#include "fsck/fsck.h"
 #include "fusefs/control_files.h"
 #include "fusefs/disk_array.h"
-#include "fsck/fsck.h"
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/hint_ioctls.h"
 #include "fusefs/stats_report.h"

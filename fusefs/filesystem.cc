@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <mutex>
-#include <shared_mutex>
 
 #include "util/perf_context.h"
 
@@ -67,7 +65,7 @@ Result<Inode> FileSystem::GetAttr(Ino ino) {
 Result<Inode> FileSystem::SetAttr(Ino ino, meta::AttrChange change) {
   if (!change.size) return meta_->SetAttr(ino, change);
   std::shared_ptr<InodeState> state = inodes_.State(ino);
-  std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+  ExclusiveLock io_lock(&state->io_mutex);
   Result<Inode> inode = meta_->Get(ino);
   if (!inode.ok()) return inode;
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "truncate of a directory");
@@ -165,12 +163,12 @@ Result<OpenedFile> FileSystem::Open(Ino ino, int flags) {
   {
     // Counted open under the inode lock, so a concurrent reclaim either sees this handle or has
     // already deleted the inode (and Get below fails).
-    std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+    SharedLock io_lock(&state->io_mutex);
     inodes_.Open(ino);
   }
   Result<Inode> inode = meta_->Get(ino);
   if (inode.ok() && (flags & O_TRUNC) && S_ISREG(inode->mode) && inode->size > 0) {
-    std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+    ExclusiveLock io_lock(&state->io_mutex);
     inode = Resize(*inode, 0, Time::Now());
   }
   if (!inode.ok()) {
@@ -200,7 +198,7 @@ Result<OpenedFile> FileSystem::Create(const Caller& caller, Ino parent, std::str
 Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint64_t offset,
                                 size_t length, char* out) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
-  std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+  SharedLock io_lock(&state->io_mutex);
   Result<Inode> inode = GetAttr(ino);
   if (!inode.ok()) return inode.status();
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "read of a directory");
@@ -238,7 +236,7 @@ Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, siz
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   Status written;
   {
-    std::shared_lock<std::shared_mutex> io_lock(state->io_mutex);
+    SharedLock io_lock(&state->io_mutex);
     written = DataError(cache_->Write(ino, offset, data, length));
     if (written.ok()) {
       PerfSection metadata(Subsystem::kMetadata);
@@ -250,7 +248,7 @@ Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, siz
   // A write that failed on one disk may have landed on the others. Past the recorded end of the
   // file those bytes would show inside the hole a later write further out leaves: cut every
   // object back to the recorded size (exclusively, so no write in flight is cut).
-  std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+  ExclusiveLock io_lock(&state->io_mutex);
   Result<Inode> inode = meta_->Get(ino);
   if (inode.ok() && offset + length > inode->size) {
     (void)cache_->Truncate(ino, offset + length, inode->size);
@@ -280,7 +278,7 @@ Status FileSystem::ReclaimIfUnused(const Inode& inode) {
 
 Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
-  std::unique_lock<std::shared_mutex> io_lock(state->io_mutex);
+  ExclusiveLock io_lock(&state->io_mutex);
   InodeTable::Use use = inodes_.UseOf(ino);
   if (use.opens > 0) return Status::OK();  // the last Release reclaims it
   if (sync_unlink_first) {

@@ -12,6 +12,7 @@
 
 #include "fusefs/process_ids.h"
 #include "tipfs/hint.h"
+#include "util/mutex.h"
 #include "util/perf_context.h"
 
 namespace tipfs::fusefs {
@@ -342,7 +343,7 @@ Status HintIoctls::Attach(const IoctlCaller& caller, const void* in) {
   uint32_t process = ProcessOf(caller.pid);
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, process, 0));
   if (pidfd < 0) return ErrnoStatus("pidfd_open of the speculating process");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Speculating children come and go at every restart; forget the ones that are gone.
   for (auto dead = attached_.begin(); dead != attached_.end();) {
     if (ProcessExited(dead->second.pidfd)) {
@@ -361,7 +362,7 @@ Status HintIoctls::Attach(const IoctlCaller& caller, const void* in) {
 }
 
 Status HintIoctls::Detach(const IoctlCaller& caller) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = attached_.find(ProcessOf(caller.pid));
   if (it == attached_.end()) return Status::InvalidArgument("process is not attached");
   close(it->second.pidfd);
@@ -384,7 +385,7 @@ Status HintIoctls::Share(const IoctlCaller& caller, const void* in) {
   }
   const bool shared = (request->flags & TIPFS_SHARE_DESCENDANTS) != 0;
   if (shared) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto [it, inserted] = sharers_.try_emplace(process);
     if (!inserted && (ProcessExited(it->second.pidfd) || it->second.uid != caller.uid)) {
       // A process id reused since, or the sharer changed its user: start afresh.
@@ -411,7 +412,7 @@ uint32_t HintIoctls::SharingAncestor(uint32_t process, uint32_t uid) {
   uint32_t sharer = 0;
   bool known = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = lineage_.find(process);
     if (it != lineage_.end() && it->second.generation == sharers_generation_ &&
         now - it->second.found_ns < kLineageTtlNanos) {
@@ -426,7 +427,7 @@ uint32_t HintIoctls::SharingAncestor(uint32_t process, uint32_t uid) {
     for (uint32_t p = ParentOf(process); p > 1 && length < kMaxAncestors; p = ParentOf(p)) {
       chain[length++] = p;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (int i = 0; i < length && sharer == 0; ++i) {
       if (sharers_.contains(chain[i])) sharer = chain[i];
     }
@@ -436,7 +437,7 @@ uint32_t HintIoctls::SharingAncestor(uint32_t process, uint32_t uid) {
   if (sharer == 0) return 0;
   bool exited = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = sharers_.find(sharer);
     if (it == sharers_.end()) return 0;
     if (ProcessExited(it->second.pidfd)) {
@@ -465,7 +466,7 @@ cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid, uint32_t uid, int fi
     context.shared_owner = SharingAncestor(process, uid);
   }
   if (attached_count_.load(std::memory_order_relaxed) == 0) return context;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = attached_.find(process);
   if (it == attached_.end()) return context;
   if (ProcessExited(it->second.pidfd)) {
@@ -487,7 +488,7 @@ cache::ReadContext HintIoctls::ReadContextFor(uint32_t tid, uint32_t uid, int fi
 }
 
 size_t HintIoctls::attached() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   size_t alive = 0;
   for (const auto& [process, attachment] : attached_) alive += !ProcessExited(attachment.pidfd);
   return alive;

@@ -15,13 +15,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "cache/file_cache.h"
 #include "fusefs/filesystem.h"
 #include "fusefs/permissions.h"
+#include "util/mutex.h"
 
 namespace tipfs::fusefs {
 
@@ -82,8 +82,8 @@ class HintIoctls {
   cache::FileCache* const cache_;
   const std::string mountpoint_;
 
-  mutable std::mutex mu_;
-  std::unordered_map<uint32_t, Attachment> attached_;  // GUARDED_BY(mu_), by process id
+  mutable Mutex mu_;
+  std::unordered_map<uint32_t, Attachment> attached_ GUARDED_BY(mu_);  // by process id
   // attached_.size(), readable without mu_: the read path skips the lock when nobody speculates.
   std::atomic<size_t> attached_count_{0};
 
@@ -98,10 +98,10 @@ class HintIoctls {
     uint64_t generation = 0;
     int64_t found_ns = 0;
   };
-  std::unordered_map<uint32_t, Sharer> sharers_;   // GUARDED_BY(mu_), by process id
-  std::unordered_map<uint32_t, Lineage> lineage_;  // GUARDED_BY(mu_), by reading process
-  uint64_t sharers_generation_ = 0;                // GUARDED_BY(mu_)
-  std::atomic<size_t> sharer_count_{0};            // sharers_.size(), as attached_count_
+  std::unordered_map<uint32_t, Sharer> sharers_ GUARDED_BY(mu_);   // by process id
+  std::unordered_map<uint32_t, Lineage> lineage_ GUARDED_BY(mu_);  // by reading process
+  uint64_t sharers_generation_ GUARDED_BY(mu_) = 0;
+  std::atomic<size_t> sharer_count_{0};  // sharers_.size(), as attached_count_
 };
 
 // ReadContextFor for a bridge that may have no hint handler.

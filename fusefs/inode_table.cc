@@ -3,15 +3,17 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "util/mutex.h"
+
 namespace tipfs::fusefs {
 
 void InodeTable::AddLookups(uint64_t ino, uint64_t count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   entries_[ino].lookups += count;
 }
 
 bool InodeTable::Forget(uint64_t ino, uint64_t count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ino);
   if (it == entries_.end()) return true;
   if (it->second.lookups < count) {
@@ -29,12 +31,12 @@ bool InodeTable::Forget(uint64_t ino, uint64_t count) {
 }
 
 void InodeTable::Open(uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++entries_[ino].opens;
 }
 
 uint32_t InodeTable::Close(uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ino);
   if (it == entries_.end() || it->second.opens == 0) {
     std::fprintf(stderr, "tipfs: INTERNAL ERROR: close of inode %llu that is not open\n",
@@ -47,27 +49,27 @@ uint32_t InodeTable::Close(uint64_t ino) {
 }
 
 uint32_t InodeTable::OpenCount(uint64_t ino) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ino);
   return it == entries_.end() ? 0 : it->second.opens;
 }
 
 InodeTable::Use InodeTable::UseOf(uint64_t ino) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ino);
   if (it == entries_.end()) return Use{};
   return Use{it->second.lookups, it->second.opens};
 }
 
 std::shared_ptr<InodeState> InodeTable::State(uint64_t ino) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(ino);
   if (it == entries_.end()) return std::make_shared<InodeState>();
   return it->second.state;
 }
 
 size_t InodeTable::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 

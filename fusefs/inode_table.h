@@ -10,16 +10,17 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
+
+#include "util/mutex.h"
 
 namespace tipfs::fusefs {
 
 struct InodeState {
   // Shared by reads and writes of the file's data; exclusive for truncation and reclamation,
-  // so a write never lands in an object that a concurrent truncate is shrinking.
-  std::shared_mutex io_mutex;
+  // so a write never lands in an object that a concurrent truncate is shrinking. The outermost
+  // lock of the tree: held across one operation's FileCache and MetaStore calls.
+  SharedMutex io_mutex;
 };
 
 class InodeTable {
@@ -54,11 +55,10 @@ class InodeTable {
     uint32_t opens = 0;
     std::shared_ptr<InodeState> state = std::make_shared<InodeState>();
   };
-  // REQUIRES: mu_ held.
-  void DropIfUnused(std::unordered_map<uint64_t, Entry>::iterator it);
+  void DropIfUnused(std::unordered_map<uint64_t, Entry>::iterator it) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Entry> entries_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace tipfs::fusefs

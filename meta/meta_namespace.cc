@@ -115,7 +115,6 @@ Result<Inode> MetaStore::MakeNode(Ino parent, std::string_view name, const NewNo
           "symlink target of " + std::to_string(node.symlink_target.size()) + " bytes");
     }
   }
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto dir = m.LoadDirectory(parent);
   if (!dir.ok()) return dir.status();
@@ -152,7 +151,6 @@ Result<Inode> MetaStore::MakeNode(Ino parent, std::string_view name, const NewNo
 
 Result<Inode> MetaStore::Link(Ino ino, Ino new_parent, std::string_view new_name, Time now) {
   TIPFS_RETURN_IF_ERROR(CheckName(new_name, EEXIST, EEXIST));
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto inode = m.Load(ino);
   if (!inode.ok()) return inode.status();
@@ -185,7 +183,6 @@ Result<Inode> MetaStore::Link(Ino ino, Ino new_parent, std::string_view new_name
 
 Result<Inode> MetaStore::Unlink(Ino parent, std::string_view name, Time now) {
   TIPFS_RETURN_IF_ERROR(CheckName(name, EISDIR, EISDIR));
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto named = m.LoadNamedChild(parent, name);
   if (!named.ok()) return named.status();
@@ -203,7 +200,6 @@ Result<Inode> MetaStore::Unlink(Ino parent, std::string_view name, Time now) {
 
 Result<Inode> MetaStore::Rmdir(Ino parent, std::string_view name, Time now) {
   TIPFS_RETURN_IF_ERROR(CheckName(name, EINVAL, ENOTEMPTY));
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto named = m.LoadNamedChild(parent, name);
   if (!named.ok()) return named.status();
@@ -247,7 +243,6 @@ Result<std::optional<Inode>> MetaStore::Rename(Ino parent, std::string_view name
   TIPFS_RETURN_IF_ERROR(CheckName(name, EBUSY, EBUSY));
   TIPFS_RETURN_IF_ERROR(CheckName(new_name, EBUSY, EBUSY));
 
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto old_dir = m.LoadDirectory(parent);
   if (!old_dir.ok()) return old_dir.status();

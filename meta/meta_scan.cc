@@ -115,7 +115,7 @@ Result<StoreScan> MetaStore::Scan() {
 
 Status MetaStore::ApplyRepair(const RepairBatch& repair) {
   if (repair.empty()) return Status::OK();
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   rocksdb::WriteBatch batch;
   for (const std::string& key : repair.delete_raw_keys) (void)batch.Delete(key);
   for (Ino ino : repair.delete_inodes) {

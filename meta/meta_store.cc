@@ -338,13 +338,13 @@ Result<bool> Mutation::IsAncestorOrSelf(Ino ancestor, Ino dir) {
 }
 
 Status Mutation::Commit() {
+  impl_->mu.AssertHeld();  // held by this Mutation since its constructor
   for (auto& [ino, loaded] : inodes_) {
     std::string encoded = EncodeInode(loaded.inode);
     if (encoded != loaded.original) Put(encoding::InodeKey(ino), encoded);
   }
-  const encoding::Superblock& committed = impl_->superblock;
-  if (superblock_.next_ino != committed.next_ino ||
-      superblock_.inode_count != committed.inode_count) {
+  if (superblock_.next_ino != impl_->superblock.next_ino ||
+      superblock_.inode_count != impl_->superblock.inode_count) {
     Put(encoding::SuperblockKey(), encoding::EncodeSuperblock(superblock_));
   }
   if (batch_.Count() == 0) return Status::OK();
@@ -377,6 +377,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(const std::string& path,
   rocks_options.error_if_exists = true;
   TIPFS_RETURN_IF_ERROR(OpenDb(path, rocks_options, &impl->db));
 
+  MutexLock lock(&impl->mu);  // not shared yet; the lock only states what guards the superblock
   impl->superblock.volume_uuid = volume_uuid;
   impl->superblock.next_ino = kRootIno + 1;
   impl->superblock.inode_count = 1;
@@ -432,6 +433,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(const std::string& path,
   if (root.error() == ENOENT) return damaged("root directory missing");
   if (!root.ok()) return root.status().WithContext("metadata store " + path);
   if (!S_ISDIR(root->mode)) return damaged("root inode is not a directory");
+  MutexLock lock(&impl->mu);  // not shared yet; the lock only states what guards the superblock
   impl->superblock = std::move(*superblock);
   impl->inode_count.store(impl->superblock.inode_count);
   return std::unique_ptr<MetaStore>(new MetaStore(std::move(impl)));
@@ -442,7 +444,6 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(const std::string& path,
 Result<Inode> MetaStore::Get(Ino ino) { return impl_->ReadInode(ino); }
 
 Result<Inode> MetaStore::SetAttr(Ino ino, const AttrChange& change) {
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto loaded = m.Load(ino);
   if (!loaded.ok()) return loaded.status();
@@ -474,7 +475,6 @@ Result<Inode> MetaStore::SetAttr(Ino ino, const AttrChange& change) {
 }
 
 Result<Inode> MetaStore::RecordWrite(Ino ino, uint64_t end, Time now) {
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto loaded = m.Load(ino);
   if (!loaded.ok()) return loaded.status();
@@ -548,7 +548,6 @@ Status MetaStore::SetXattr(Ino ino, std::string_view name, std::string_view valu
   if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0 || flags == (XATTR_CREATE | XATTR_REPLACE)) {
     return Status::InvalidArgument("setxattr: invalid flags " + std::to_string(flags));
   }
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto inode = m.Load(ino);
   if (!inode.ok()) return inode.status();
@@ -582,7 +581,6 @@ Result<std::vector<std::string>> MetaStore::ListXattrs(Ino ino) {
 
 Status MetaStore::RemoveXattr(Ino ino, std::string_view name, Time now) {
   TIPFS_RETURN_IF_ERROR(CheckXattrName(name));
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto inode = m.Load(ino);
   if (!inode.ok()) return inode.status();
@@ -616,7 +614,6 @@ Result<std::vector<Ino>> MetaStore::ListOrphans() {
 }
 
 Status MetaStore::DeleteInode(Ino ino) {
-  std::lock_guard lock(impl_->mu);
   Mutation m(impl_.get());
   auto loaded = m.Load(ino);
   if (!loaded.ok()) return loaded.status();

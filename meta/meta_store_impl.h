@@ -14,13 +14,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "meta/meta_encoding.h"
 #include "meta/meta_store.h"
+#include "util/mutex.h"
 
 namespace tipfs::meta {
 
@@ -34,10 +34,12 @@ struct StoreCore {
   rocksdb::WriteOptions write_options;  // WAL on, no sync per write (Sync() syncs it)
   std::function<void()> after_sync;     // MetaStoreOptions::after_sync
 
-  // Serializes mutations (see the file comment).
-  std::mutex mu;
-  // The superblock as last committed. GUARDED_BY(mu).
-  encoding::Superblock superblock;
+  // Serializes mutations (see the file comment). Lock order (docs/DESIGN.md, "Locks"): taken
+  // under a file's InodeState::io_mutex, never with FileCache::mu_ held; only RocksDB's own locks
+  // are taken inside it.
+  Mutex mu;
+  // The superblock as last committed.
+  encoding::Superblock superblock GUARDED_BY(mu);
   // Mirrors superblock.inode_count for lock-free GetCounts; written under mu.
   std::atomic<uint64_t> inode_count{0};
 
@@ -69,12 +71,18 @@ struct StoreCore {
 
 struct MetaStore::Impl : StoreCore {};
 
-// One mutation, built under StoreCore::mu. Inodes are loaded once and changed in place; Commit()
-// writes the changed ones, the extra puts and deletes and (when it changed) the superblock in one
-// WriteBatch. REQUIRES: impl->mu held for the whole life of the Mutation.
-class Mutation {
+// One mutation, built under StoreCore::mu, which it holds for its whole life (a scoped lock).
+// Inodes are loaded once and changed in place; Commit() writes the changed ones, the extra puts
+// and deletes and (when it changed) the superblock in one WriteBatch.
+class SCOPED_CAPABILITY Mutation {
  public:
-  explicit Mutation(StoreCore* impl) : impl_(impl), superblock_(impl->superblock) {}
+  explicit Mutation(StoreCore* impl) ACQUIRE(impl->mu) : impl_(impl) {
+    impl_->mu.Lock();
+    superblock_ = impl_->superblock;
+  }
+  ~Mutation() RELEASE() { impl_->mu.Unlock(); }
+  Mutation(const Mutation&) = delete;
+  Mutation& operator=(const Mutation&) = delete;
 
   // The inode, loaded from the store on first use; ENOENT when absent. The pointer stays valid
   // for the life of the Mutation.
@@ -114,7 +122,7 @@ class Mutation {
     std::string original;  // encoding as read; empty for a new inode
   };
 
-  StoreCore* impl_;
+  StoreCore* const impl_;
   encoding::Superblock superblock_;
   std::map<Ino, Loaded> inodes_;  // node-based: pointers into it stay valid
   rocksdb::WriteBatch batch_;

@@ -16,7 +16,7 @@ run() {
   # GCC's -Wmaybe-uninitialized misfires on sanitizer-instrumented code (std::variant in
   # file_cache.cc under ASan); the normal build keeps it as an error.
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTIPFS_SANITIZE="$kind" \
-    -DCMAKE_CXX_FLAGS="-Wno-maybe-uninitialized" >/dev/null
+    -DTIPFS_WERROR=ON -DCMAKE_CXX_FLAGS="-Wno-maybe-uninitialized" >/dev/null
   cmake --build "$dir" --target tipfs tipfs_sanitize_tests -j"$jobs"
   local logs=$PWD/$dir/sanitizer-logs
   rm -rf "$logs" && mkdir -p "$logs"

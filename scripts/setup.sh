@@ -4,6 +4,7 @@
 #   BUILD_DIR   where to build (default: build)
 #   BUILD_TYPE  CMake build type (default: RelWithDebInfo)
 #   TIPFS_SANITIZE  address | thread | empty
+#   TIPFS_WERROR    ON makes warnings errors (scripts/test.sh sets it; default OFF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,21 +15,13 @@ PACKAGES=(build-essential cmake pkg-config git fuse3 libfuse3-dev librocksdb-dev
   # venv and setuptools for its `pip install ./python` check
   python3-pytest python3-torch python3-venv python3-setuptools python3-pip)
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  SUDO=""
-  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
-  echo "setup: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source scripts/lib/packages.sh
+ensure_packages "${PACKAGES[@]}"
 
 BUILD_DIR=${BUILD_DIR:-build}
 # ccache makes the second and later builds of a tree (and of its worktrees) cheap.
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
-  -DTIPFS_SANITIZE="${TIPFS_SANITIZE:-}" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DTIPFS_SANITIZE="${TIPFS_SANITIZE:-}" -DTIPFS_WERROR="${TIPFS_WERROR:-OFF}" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
   -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

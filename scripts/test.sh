@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs and builds (scripts/setup.sh), then runs the whole test suite: unit tests and the
-# integration tests that mount real tipfs volumes, then the sanitizer runs (scripts/sanitize.sh:
-# the tests labelled sanitize, the load test among them, under ASan+UBSan and under TSan).
+# Installs and builds (scripts/setup.sh, warnings as errors), checks the tree's form (clang-format;
+# clang's -Wthread-safety over the lock annotations; a Release -O3 build as users make), then
+# runs the whole test suite: unit tests and the integration tests that mount real tipfs volumes,
+# then the sanitizer runs (scripts/sanitize.sh: the tests labelled sanitize, the load test among
+# them, under ASan+UBSan and under TSan).
 # `--long` adds the long crash/soak runs; `--no-sanitize` skips the sanitizer builds.
 # Leaves no mount behind, also when tests fail.
 set -euo pipefail
@@ -15,7 +17,10 @@ for arg in "$@"; do
     *) echo "test.sh: unknown option '$arg' (expected --long or --no-sanitize)" >&2; exit 2 ;;
   esac
 done
-./scripts/setup.sh
+TIPFS_WERROR=ON ./scripts/setup.sh
+./scripts/check_format.sh
+./scripts/check_clang.sh
+./scripts/check_release.sh
 
 source scripts/lib/test_tmp.sh
 trap cleanup_test_tmp EXIT

@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <random>
 #include <set>
+
+#include "util/mutex.h"
 
 namespace tipfs::stripe {
 
@@ -14,19 +15,19 @@ namespace {
 
 // Runs one request on `disk` and waits for it.
 Result<uint64_t> SubmitAndWait(Disk* disk, DiskRequest request) {
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   bool finished = false;
   Result<uint64_t> result = uint64_t{0};
   request.done = [&](Result<uint64_t> r) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     result = std::move(r);
     finished = true;
-    cv.notify_one();
+    cv.Signal();
   };
   disk->Submit(std::move(request));
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished; });
+  MutexLock lock(&mu);
+  while (!finished) cv.Wait(&mu);
   return result;
 }
 
@@ -134,7 +135,7 @@ void CrashDisk::Submit(DiskRequest request) {
       }
       auto data = std::make_shared<const std::string>(request.buffer, request.length);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         objects_[request.object].ops.push_back(HeldOp{next_seq_++, false, request.offset, data});
       }
       request.done(request.length);
@@ -143,7 +144,7 @@ void CrashDisk::Submit(DiskRequest request) {
     case DiskRequest::Kind::kRead: {
       std::vector<HeldOp> snapshot;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         auto it = objects_.find(request.object);
         if (it != objects_.end()) snapshot = it->second.ops;
       }
@@ -168,7 +169,7 @@ void CrashDisk::Submit(DiskRequest request) {
     case DiskRequest::Kind::kSync: {
       bool held = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         auto it = objects_.find(request.object);
         if (it != objects_.end()) {
           if (it->second.syncing) {
@@ -196,7 +197,7 @@ void CrashDisk::StartSync(ObjectId object,
                           std::vector<std::function<void(Result<uint64_t>)>> waiters) {
   std::vector<HeldOp> ops;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ops = objects_[object].ops;
   }
   const uint64_t max_seq = ops.empty() ? 0 : ops.back().seq;
@@ -208,7 +209,7 @@ void CrashDisk::SyncFinished(ObjectId object, uint64_t max_seq, const Status& st
   std::vector<std::function<void(Result<uint64_t>)>> next;
   bool removed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ObjectState& st = objects_[object];
     if (status.ok()) {
       // Applied and synced: these no longer need holding. On failure they stay held.
@@ -235,14 +236,14 @@ void CrashDisk::SyncFinished(ObjectId object, uint64_t max_seq, const Status& st
 }
 
 Status CrashDisk::Truncate(ObjectId object, uint64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   objects_[object].ops.push_back(HeldOp{next_seq_++, true, size, nullptr});
   return Status::OK();
 }
 
 Status CrashDisk::Remove(ObjectId object) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = objects_.find(object);
     if (it != objects_.end()) {
       if (it->second.syncing) {
@@ -261,7 +262,7 @@ Result<ObjectInfo> CrashDisk::Stat(ObjectId object) {
   if (!inner.ok() && inner.error() != ENOENT) return inner;
   bool exists = inner.ok();
   ObjectInfo info = exists ? *inner : ObjectInfo{};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(object);
   if (it != objects_.end()) {
     for (const HeldOp& op : it->second.ops) {
@@ -285,7 +286,7 @@ Status CrashDisk::ListObjects(std::vector<ObjectId>* out) {
   TIPFS_RETURN_IF_ERROR(inner_->ListObjects(&inner));
   std::set<ObjectId> all(inner.begin(), inner.end());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [object, st] : objects_) {
       for (const HeldOp& op : st.ops) {
         if (!op.truncate || op.offset > 0) {
@@ -302,7 +303,7 @@ Status CrashDisk::ListObjects(std::vector<ObjectId>* out) {
 Status CrashDisk::SyncAll() {
   std::vector<ObjectId> held;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [object, st] : objects_) held.push_back(object);
   }
   Status merged;
@@ -328,7 +329,7 @@ Status CrashDisk::InnerWrite(ObjectId object, uint64_t offset, const char* data,
 Status CrashDisk::Crash(const CrashOptions& options) {
   std::map<ObjectId, ObjectState> held;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     held.swap(objects_);
   }
   std::mt19937_64 rng(options.seed);
@@ -383,14 +384,14 @@ Status CrashDisk::Crash(const CrashOptions& options) {
 }
 
 uint64_t CrashDisk::held_ops() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t n = 0;
   for (const auto& [object, st] : objects_) n += st.ops.size();
   return n;
 }
 
 uint64_t CrashDisk::held_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t n = 0;
   for (const auto& [object, st] : objects_) {
     for (const HeldOp& op : st.ops) n += op.truncate ? 0 : op.data->size();

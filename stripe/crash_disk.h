@@ -21,11 +21,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "stripe/disk_wrapper.h"
+#include "util/mutex.h"
 
 namespace tipfs::stripe {
 
@@ -86,9 +86,9 @@ class CrashDisk : public DiskWrapper {
   // Blocking helpers on the inner disk.
   Status InnerWrite(ObjectId object, uint64_t offset, const char* data, uint64_t length);
 
-  mutable std::mutex mu_;
-  std::map<ObjectId, ObjectState> objects_;  // GUARDED_BY(mu_)
-  uint64_t next_seq_ = 1;                    // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<ObjectId, ObjectState> objects_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace tipfs::stripe

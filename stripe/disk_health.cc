@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "util/mutex.h"
 #include "util/statistics.h"
 
 namespace tipfs::stripe {
@@ -84,7 +85,7 @@ void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const St
   const bool reads_after = slot.reads_failing.load(std::memory_order_relaxed);
   std::shared_ptr<const Listener> listener;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (err != 0) {
       ++errors_[disk];
       last_error_[disk] = status.ToString();
@@ -112,7 +113,7 @@ DiskHealth DiskHealthBoard::Get(uint32_t disk) const {
   } else if (slot.full.load(std::memory_order_relaxed)) {
     h.state = DiskState::kFull;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   h.errors = errors_[disk];
   h.last_error = last_error_[disk];
   h.last_error_unix_ns = last_error_unix_ns_[disk];
@@ -121,7 +122,7 @@ DiskHealth DiskHealthBoard::Get(uint32_t disk) const {
 
 void DiskHealthBoard::SetListener(Listener listener) {
   auto shared = listener ? std::make_shared<const Listener>(std::move(listener)) : nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   listener_ = std::move(shared);
 }
 

@@ -24,12 +24,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "stripe/disk_wrapper.h"
 #include "stripe/layout.h"
+#include "util/mutex.h"
 
 namespace tipfs::stripe {
 
@@ -75,11 +75,11 @@ class DiskHealthBoard {
 
   std::array<Slot, Layout::kMaxDisks> slots_;
   std::atomic<uint32_t> disk_count_{0};
-  mutable std::mutex mu_;                                  // errors and messages; the listener
-  std::array<uint64_t, Layout::kMaxDisks> errors_{};       // GUARDED_BY(mu_)
-  std::array<std::string, Layout::kMaxDisks> last_error_;  // GUARDED_BY(mu_)
-  std::array<int64_t, Layout::kMaxDisks> last_error_unix_ns_{};  // GUARDED_BY(mu_)
-  std::shared_ptr<const Listener> listener_;                     // GUARDED_BY(mu_)
+  mutable Mutex mu_;  // errors and messages; the listener
+  std::array<uint64_t, Layout::kMaxDisks> errors_ GUARDED_BY(mu_){};
+  std::array<std::string, Layout::kMaxDisks> last_error_ GUARDED_BY(mu_);
+  std::array<int64_t, Layout::kMaxDisks> last_error_unix_ns_ GUARDED_BY(mu_){};
+  std::shared_ptr<const Listener> listener_ GUARDED_BY(mu_);
 };
 
 // Reports every result of the disk it wraps to a board.

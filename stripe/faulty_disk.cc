@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "util/mutex.h"
+
 namespace tipfs::stripe {
 
 FaultyDisk::FaultyDisk(std::unique_ptr<Disk> inner) : DiskWrapper(std::move(inner)) {}
@@ -9,33 +11,33 @@ FaultyDisk::FaultyDisk(std::unique_ptr<Disk> inner) : DiskWrapper(std::move(inne
 void FaultyDisk::FailAlways(unsigned ops, int err) { FailAfter(0, ops, err); }
 
 void FaultyDisk::FailAfter(uint64_t ok_requests, unsigned ops, int err) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back(Rule{ops, err, ok_requests, std::nullopt});
 }
 
 void FaultyDisk::FailObject(ObjectId object, unsigned ops, int err) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back(Rule{ops, err, 0, object});
 }
 
 void FaultyDisk::Disappear(int err) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   disappeared_err_ = err;
 }
 
 void FaultyDisk::Heal() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
   disappeared_err_ = 0;
 }
 
 uint64_t FaultyDisk::injected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return injected_;
 }
 
 Status FaultyDisk::Check(unsigned op, std::optional<ObjectId> object, const char* what) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int err = disappeared_err_;
   if (err == 0) {
     for (Rule& rule : rules_) {

@@ -12,12 +12,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "stripe/disk_wrapper.h"
+#include "util/mutex.h"
 
 namespace tipfs::stripe {
 
@@ -61,10 +61,10 @@ class FaultyDisk : public DiskWrapper {
   // should pass through.
   Status Check(unsigned op, std::optional<ObjectId> object, const char* what);
 
-  mutable std::mutex mu_;
-  std::vector<Rule> rules_;  // GUARDED_BY(mu_)
-  int disappeared_err_ = 0;  // GUARDED_BY(mu_)
-  uint64_t injected_ = 0;    // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<Rule> rules_ GUARDED_BY(mu_);
+  int disappeared_err_ GUARDED_BY(mu_) = 0;
+  uint64_t injected_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tipfs::stripe

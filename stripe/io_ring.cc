@@ -12,6 +12,8 @@
 #include <cstring>
 #include <future>
 
+#include "util/mutex.h"
+
 namespace tipfs::stripe {
 
 namespace {
@@ -86,7 +88,7 @@ IoRing::IoRing(uint32_t entries) : entries_(entries) {}
 IoRing::~IoRing() {
   if (thread_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
       has_incoming_.store(true);
     }
@@ -98,7 +100,7 @@ IoRing::~IoRing() {
 }
 
 IoRing::Op* IoRing::AllocOp() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (free_list_ == nullptr) {
     op_chunks_.emplace_back(new Op[kOpsPerChunk]);
     Op* chunk = op_chunks_.back().get();
@@ -119,7 +121,7 @@ void IoRing::Submit(Op* op) {
   op->next = nullptr;
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (incoming_tail_ != nullptr) {
       incoming_tail_->next = op;
     } else {
@@ -154,7 +156,7 @@ IoRing::SubmitBatch::~SubmitBatch() {
 }
 
 IoRing::Counters IoRing::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return counters_;
 }
 
@@ -165,7 +167,7 @@ void IoRing::Loop() {
     PrepareQueued();
     bool stop;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop = stopping_ && in_flight_.load(std::memory_order_acquire) == 0;
     }
     if (stop) break;
@@ -185,7 +187,7 @@ void IoRing::Loop() {
 void IoRing::PrepareQueued() {
   Op* list;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     list = incoming_head_;
     incoming_head_ = incoming_tail_ = nullptr;
     has_incoming_.store(false);
@@ -214,7 +216,7 @@ void IoRing::PrepareQueued() {
     // FIFO: the ops still waiting are the newest ones.
     uint64_t waiting = 0;
     for (Op* op = overflow_head_; op != nullptr && waiting < arrived; op = op->next) ++waiting;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     counters_.queued += waiting;
   }
 }
@@ -259,7 +261,7 @@ void IoRing::ArmWakeRead() {
 void IoRing::Enter(bool wait) {
   const int r = wait ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit_and_get_events(&ring_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++counters_.enters;
   }
   if (r >= 0 || r == -EINTR) return;  // EINTR: what was not taken goes in with the next enter
@@ -303,7 +305,7 @@ void IoRing::FailUnsubmitted(int err) {
   ring_.sq.sqe_head = head;
   __atomic_store_n(ring_.sq.ktail, head, __ATOMIC_RELEASE);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     counters_.submit_errors += finished_.size();
   }
 }
@@ -367,7 +369,7 @@ void IoRing::Reap() {
   }
   if (!wake_armed_) ArmWakeRead();
   if (wakeups > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     counters_.wakeups += wakeups;
   }
   if (finished_.empty()) return;
@@ -380,7 +382,7 @@ void IoRing::Reap() {
     op->owner_data = nullptr;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [op, result] : finished_) {
       op->next = free_list_;
       free_list_ = op;

@@ -37,11 +37,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace tipfs::stripe {
@@ -142,13 +142,13 @@ class IoRing {
   bool wake_armed_ = false;
   std::vector<std::pair<Op*, int64_t>> finished_;
 
-  mutable std::mutex mu_;
-  Op* incoming_head_ = nullptr;                   // GUARDED_BY(mu_), FIFO
-  Op* incoming_tail_ = nullptr;                   // GUARDED_BY(mu_)
-  Op* free_list_ = nullptr;                       // GUARDED_BY(mu_)
-  std::vector<std::unique_ptr<Op[]>> op_chunks_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                         // GUARDED_BY(mu_)
-  Counters counters_;                             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  Op* incoming_head_ GUARDED_BY(mu_) = nullptr;  // FIFO
+  Op* incoming_tail_ GUARDED_BY(mu_) = nullptr;
+  Op* free_list_ GUARDED_BY(mu_) = nullptr;
+  std::vector<std::unique_ptr<Op[]>> op_chunks_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  Counters counters_ GUARDED_BY(mu_);
 
   // Ops submitted and not finished (queued ones included).
   std::atomic<uint32_t> in_flight_{0};

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "util/mutex.h"
+
 namespace tipfs::stripe {
 
 namespace {
@@ -78,10 +80,10 @@ PosixDisk::PosixDisk(std::string root, uint32_t index, IoRing* ring, size_t max_
 
 PosixDisk::~PosixDisk() {
   {
-    std::unique_lock<std::mutex> lock(drain_mu_);
-    drained_.wait(lock, [this] { return in_flight_.load() == 0; });
+    MutexLock lock(&drain_mu_);
+    while (in_flight_.load() != 0) drained_.Wait(&drain_mu_);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (FdEntry* e : lru_) {
     CloseFd(e->fd);
     delete e;
@@ -139,7 +141,7 @@ Result<int> PosixDisk::OpenObject(ObjectId object, bool create, bool* writable, 
 Result<PosixDisk::FdEntry*> PosixDisk::Acquire(ObjectId object, bool create) {
   uint64_t epoch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(object);
     if (it != map_.end() && (!create || it->second->writable)) {
       FdEntry* e = it->second;
@@ -162,7 +164,7 @@ Result<PosixDisk::FdEntry*> PosixDisk::Acquire(ObjectId object, bool create) {
   int to_close[2] = {-1, -1};
   FdEntry* result = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (created) unsynced_names_.insert(object);
     auto it = map_.find(object);
     if (it != map_.end() && (!create || it->second->writable)) {
@@ -213,7 +215,7 @@ Result<PosixDisk::FdEntry*> PosixDisk::Acquire(ObjectId object, bool create) {
 size_t PosixDisk::ShedIdleFds() {
   std::vector<int> to_close;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Half of the idle cached descriptors, least recently used first.
     const size_t want = std::max<size_t>(1, map_.size() / 2);
     auto it = lru_.end();
@@ -235,7 +237,7 @@ size_t PosixDisk::ShedIdleFds() {
 void PosixDisk::Release(FdEntry* entry) {
   int fd = -1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (--entry->refs == 0 && !entry->cached) {
       fd = entry->fd;
       delete entry;
@@ -247,7 +249,7 @@ void PosixDisk::Release(FdEntry* entry) {
 
 Status PosixDisk::SyncFanoutDirIfNew(ObjectId object) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (unsynced_names_.erase(object) == 0) return Status::OK();
   }
   const RelPath rel(object);
@@ -256,7 +258,7 @@ Status PosixDisk::SyncFanoutDirIfNew(ObjectId object) {
   if (dir < 0 || ::fsync(dir) != 0) err = errno;
   CloseFd(dir);
   if (err == 0) return Status::OK();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   unsynced_names_.insert(object);
   return OpError("fsync directory of", object, 0, err);
 }
@@ -334,8 +336,8 @@ void PosixDisk::FinishOp(IoRing::Op* op, int64_t result) {
   done(std::move(r));
   if (disk->in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     // Notify under the lock: the destructor may free the disk as soon as it sees zero.
-    std::lock_guard<std::mutex> lock(disk->drain_mu_);
-    disk->drained_.notify_all();
+    MutexLock lock(&disk->drain_mu_);
+    disk->drained_.SignalAll();
   }
 }
 
@@ -356,7 +358,7 @@ Status PosixDisk::Truncate(ObjectId object, uint64_t size) {
 Status PosixDisk::Remove(ObjectId object) {
   int fd = -1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++remove_epoch_;
     unsynced_names_.erase(object);
     auto it = map_.find(object);
@@ -422,18 +424,18 @@ Result<DiskUsage> PosixDisk::Usage() {
 
 Status PosixDisk::SyncAll() {
   if (::syncfs(objects_fd_) != 0) return ErrnoStatus(name_ + ": syncfs");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   unsynced_names_.clear();  // syncfs made every directory entry durable too
   return Status::OK();
 }
 
 size_t PosixDisk::cached_fds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return map_.size();
 }
 
 size_t PosixDisk::open_fds() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return open_fds_;
 }
 

@@ -24,11 +24,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -36,6 +34,7 @@
 
 #include "stripe/disk.h"
 #include "stripe/io_ring.h"
+#include "util/mutex.h"
 
 namespace tipfs::stripe {
 
@@ -99,17 +98,17 @@ class PosixDisk : public Disk {
   const size_t max_open_files_;
   const int objects_fd_;  // <root>/objects, for openat/fsync
 
-  mutable std::mutex mu_;
-  std::unordered_map<ObjectId, FdEntry*> map_;  // GUARDED_BY(mu_)
-  std::list<FdEntry*> lru_;                     // GUARDED_BY(mu_), most recently used first
-  size_t open_fds_ = 0;                         // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::unordered_map<ObjectId, FdEntry*> map_ GUARDED_BY(mu_);
+  std::list<FdEntry*> lru_ GUARDED_BY(mu_);  // most recently used first
+  size_t open_fds_ GUARDED_BY(mu_) = 0;
   // Bumped by Remove: an open that raced with a Remove must not enter the cache.
-  uint64_t remove_epoch_ = 0;  // GUARDED_BY(mu_)
+  uint64_t remove_epoch_ GUARDED_BY(mu_) = 0;
   // Objects created whose directory entry has not been fsync'ed yet.
-  std::unordered_set<ObjectId> unsynced_names_;  // GUARDED_BY(mu_)
+  std::unordered_set<ObjectId> unsynced_names_ GUARDED_BY(mu_);
 
-  std::mutex drain_mu_;
-  std::condition_variable drained_;
+  Mutex drain_mu_;
+  CondVar drained_;
   std::atomic<uint64_t> in_flight_{0};
 };
 

@@ -7,14 +7,13 @@
 #include "stripe/striped_io.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "stripe/io_ring.h"
+#include "util/mutex.h"
 
 namespace tipfs::stripe {
 
@@ -33,24 +32,24 @@ class Waiter {
   explicit Waiter(uint32_t pending) : pending_(pending) {}
 
   void Complete(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!s.ok()) status_ = MergeDiskErrors(status_, s);
     // Notify under the lock: the waiter may destroy *this as soon as it sees pending_ == 0.
-    if (--pending_ == 0) cv_.notify_one();
+    if (--pending_ == 0) cv_.Signal();
   }
 
   Status Wait() {
     IoRing::FlushThisThread();  // SQEs this thread prepared must be in the kernel before we sleep
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return pending_ == 0; });
+    MutexLock lock(&mu_);
+    while (pending_ != 0) cv_.Wait(&mu_);
     return status_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint32_t pending_;  // GUARDED_BY(mu_)
-  Status status_;     // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  uint32_t pending_ GUARDED_BY(mu_);
+  Status status_ GUARDED_BY(mu_);
 };
 
 struct ReadState {
@@ -73,13 +72,13 @@ struct ReadState {
       const uint64_t n = std::min(*result, piece->length);
       if (n < piece->length) std::memset(dst + n, 0, piece->length - n);
     } else {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       status = MergeDiskErrors(status, result.status());
     }
     if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     Status final_status;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       final_status = std::move(status);
     }
     auto callback = std::move(done);
@@ -91,8 +90,8 @@ struct ReadState {
   char* buffer = nullptr;
   uint64_t file_offset = 0;
   std::function<void(Status)> done;
-  std::mutex mu;
-  Status status;  // GUARDED_BY(mu)
+  Mutex mu;
+  Status status GUARDED_BY(mu);
   Extent* extents = nullptr;
   Extent inline_extents[kInlinePieces];
   std::unique_ptr<Extent[]> heap_extents;

@@ -22,19 +22,19 @@ SystemClock* SystemClock::Default() {
 
 SystemClock::~SystemClock() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!thread_.joinable()) thread_ = std::thread([this] { TimerLoop(); });
   bool earliest = timers_.empty() || deadline_ns < timers_.top().deadline;
   PushTimer(deadline_ns, std::move(fn));
-  if (earliest) cv_.notify_one();
+  if (earliest) cv_.Signal();
 }
 
 void SystemClock::TimerLoop() {
@@ -46,48 +46,46 @@ void SystemClock::TimerLoop() {
   sched_param param{};
   param.sched_priority = 1;
   (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     if (timers_.empty()) {
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
       continue;
     }
     int64_t now = NowNanos();
     int64_t deadline = timers_.top().deadline;
     if (deadline > now) {
-      // condition_variable uses steady_clock, which is CLOCK_MONOTONIC on Linux, as NowNanos is.
+      // CondVar waits on steady_clock, which is CLOCK_MONOTONIC on Linux, as NowNanos is.
       auto when = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline));
-      cv_.wait_until(lock, when);
+      cv_.WaitUntil(&mu_, when);
       continue;
     }
-    std::function<void()> fn = std::move(const_cast<Timer&>(timers_.top()).fn);
-    timers_.pop();
-    lock.unlock();
+    std::function<void()> fn = PopTimer();
+    lock.Unlock();
     fn();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 int64_t FakeClock::NowNanos() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return now_;
 }
 
 void FakeClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   PushTimer(deadline_ns, std::move(fn));
 }
 
 void FakeClock::Advance(int64_t ns) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int64_t target = now_ + ns;
   while (!timers_.empty() && timers_.top().deadline <= target) {
     if (timers_.top().deadline > now_) now_ = timers_.top().deadline;
-    std::function<void()> fn = std::move(const_cast<Timer&>(timers_.top()).fn);
-    timers_.pop();
-    lock.unlock();
+    std::function<void()> fn = PopTimer();
+    lock.Unlock();
     fn();
-    lock.lock();
+    lock.Lock();
   }
   now_ = target;
 }
@@ -95,7 +93,7 @@ void FakeClock::Advance(int64_t ns) {
 bool FakeClock::AdvanceToNext() {
   int64_t delta;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (timers_.empty()) return false;
     delta = timers_.top().deadline > now_ ? timers_.top().deadline - now_ : 0;
   }
@@ -104,7 +102,7 @@ bool FakeClock::AdvanceToNext() {
 }
 
 size_t FakeClock::pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return timers_.size();
 }
 

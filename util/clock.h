@@ -3,13 +3,13 @@
 // and instant. Thread-safe: NowNanos and RunAt may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <queue>
 #include <thread>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace tipfs {
 
@@ -24,6 +24,7 @@ class Clock {
 };
 
 // Timer-heap base shared by both clocks: pending callbacks ordered by deadline, FIFO on ties.
+// mu_ is the clock's one lock, the innermost of the tree: callbacks run without it.
 class TimerHeap {
  protected:
   struct Timer {
@@ -36,12 +37,18 @@ class TimerHeap {
       return a.deadline != b.deadline ? a.deadline > b.deadline : a.seq > b.seq;
     }
   };
-  // REQUIRES: caller holds the owning clock's mutex.
-  void PushTimer(int64_t deadline, std::function<void()> fn) {
+  void PushTimer(int64_t deadline, std::function<void()> fn) REQUIRES(mu_) {
     timers_.push(Timer{deadline, next_seq_++, std::move(fn)});
   }
-  std::priority_queue<Timer, std::vector<Timer>, Later> timers_;
-  uint64_t next_seq_ = 0;
+  // Takes the earliest timer's callback off the heap.
+  std::function<void()> PopTimer() REQUIRES(mu_) {
+    std::function<void()> fn = std::move(const_cast<Timer&>(timers_.top()).fn);
+    timers_.pop();
+    return fn;
+  }
+  mutable Mutex mu_;
+  std::priority_queue<Timer, std::vector<Timer>, Later> timers_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
 };
 
 // Real time (CLOCK_MONOTONIC). Callbacks run on one timer thread, started on first use, with a
@@ -62,10 +69,9 @@ class SystemClock : public Clock, private TimerHeap {
  private:
   void TimerLoop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
-  std::thread thread_;     // started lazily under mu_
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_ GUARDED_BY(mu_);  // started lazily
 };
 
 // Manual time for tests. Time moves only in Advance(); due callbacks run there, in deadline
@@ -85,8 +91,7 @@ class FakeClock : public Clock, private TimerHeap {
   size_t pending() const;
 
  private:
-  mutable std::mutex mu_;
-  int64_t now_;  // GUARDED_BY(mu_)
+  int64_t now_ GUARDED_BY(mu_);
 };
 
 constexpr int64_t kNanosPerMicro = 1'000;

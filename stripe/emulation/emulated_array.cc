@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "util/mutex.h"
+
 namespace tipfs::stripe {
 namespace {
 
@@ -80,7 +82,7 @@ EmulatedArray::EmulatedArray(const DiskModelConfig& config, Clock* clock, Statis
     : clock_(clock), statistics_(statistics), burn_overhead_(burn_overhead), config_(config) {}
 
 std::unique_ptr<Disk> EmulatedArray::Wrap(std::unique_ptr<Disk> disk, uint32_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   EmulatedDiskOptions options;
   options.model = config_;
   options.burn_overhead = burn_overhead_;
@@ -103,7 +105,7 @@ Status EmulatedArray::Update(std::string_view spec) {
   std::vector<std::shared_ptr<DiskEmulator>> disks;
   DiskModelConfig config;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Result<DiskModelConfig> updated = UpdateDiskModelSpec(config_, spec);
     if (!updated.ok()) return updated.status();
     config_ = *updated;
@@ -117,14 +119,14 @@ Status EmulatedArray::Update(std::string_view spec) {
 }
 
 DiskModelConfig EmulatedArray::config() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return config_;
 }
 
 std::vector<DiskStats> EmulatedArray::Stats() const {
   std::vector<std::shared_ptr<DiskEmulator>> disks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     disks = disks_;
   }
   std::vector<DiskStats> stats(disks.size());
@@ -137,7 +139,7 @@ std::vector<DiskStats> EmulatedArray::Stats() const {
 void EmulatedArray::ResetStats() {
   std::vector<std::shared_ptr<DiskEmulator>> disks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     disks = disks_;
   }
   for (const auto& disk : disks) {
@@ -146,7 +148,7 @@ void EmulatedArray::ResetStats() {
 }
 
 uint32_t EmulatedArray::disk_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<uint32_t>(disks_.size());
 }
 

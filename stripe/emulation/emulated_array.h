@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "stripe/emulation/disk_model_config.h"
 #include "stripe/emulation/emulated_disk.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/statistics.h"
 
 namespace tipfs::stripe {
@@ -58,9 +58,9 @@ class EmulatedArray : public std::enable_shared_from_this<EmulatedArray> {
   Statistics* const statistics_;
   const bool burn_overhead_;
 
-  mutable std::mutex mu_;
-  DiskModelConfig config_;                            // GUARDED_BY(mu_)
-  std::vector<std::shared_ptr<DiskEmulator>> disks_;  // GUARDED_BY(mu_), by disk index
+  mutable Mutex mu_;
+  DiskModelConfig config_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<DiskEmulator>> disks_ GUARDED_BY(mu_);  // by disk index
 };
 
 // Sums over disks: counts and times add, mean and current depths add (the array's outstanding

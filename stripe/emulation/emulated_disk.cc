@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/mutex.h"
+
 namespace tipfs::stripe {
 
 void BurnCpuNanos(int64_t nanos) {
@@ -28,7 +30,7 @@ DiskEmulator::DiskEmulator(Clock* clock, const EmulatedDiskOptions& options)
 void DiskEmulator::SetModel(const DiskModelConfig& config) {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Bring the model to the present under the old values, so the new ones start from now.
     PumpLocked(clock_->NowNanos(), &ready);
     model_.SetConfig(config);
@@ -38,12 +40,12 @@ void DiskEmulator::SetModel(const DiskModelConfig& config) {
 }
 
 DiskModelConfig DiskEmulator::model() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return model_.config();
 }
 
 DiskStats DiskEmulator::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   DiskStats s = model_.Stats(clock_->NowNanos());
   s.completed = extra_.completed;
   s.response_ns = extra_.response_ns;
@@ -57,7 +59,7 @@ DiskStats DiskEmulator::Stats() const {
 void DiskEmulator::ResetStats() {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     PumpLocked(clock_->NowNanos(), &ready);
     model_.ResetStats();
     extra_ = DiskStats{};
@@ -69,7 +71,7 @@ uint64_t DiskEmulator::Enter(DiskRequest* request) {
   const int64_t submitted = clock_->NowNanos();
   int64_t overhead;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     overhead = model_.config().overhead_ns;
   }
   // o is spent outside the lock, in the submitting thread: it costs that thread's CPU only.
@@ -78,7 +80,7 @@ uint64_t DiskEmulator::Enter(DiskRequest* request) {
   Ready ready;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     id = next_id_++;
     InFlight& f = flight_[id];
     f.done = std::move(request->done);
@@ -114,7 +116,7 @@ uint64_t DiskEmulator::Enter(DiskRequest* request) {
 void DiskEmulator::OnRealDone(uint64_t id, Result<uint64_t> result) {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = clock_->NowNanos();
     auto it = flight_.find(id);
     if (it == flight_.end()) return;  // cannot happen: the real disk reports each request once
@@ -195,7 +197,7 @@ void DiskEmulator::RearmLocked() {
 void DiskEmulator::OnTimer(int64_t when, uint64_t id) {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto t = timer_times_.find(when);
     if (t != timer_times_.end()) timer_times_.erase(t);
     const int64_t now = clock_->NowNanos();

@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -36,6 +35,7 @@
 #include "stripe/emulation/disk_model.h"
 #include "stripe/emulation/disk_model_config.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/statistics.h"
 
 namespace tipfs::stripe {
@@ -82,13 +82,13 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
   };
   using Ready = std::vector<std::pair<std::function<void(Result<uint64_t>)>, Result<uint64_t>>>;
 
-  // REQUIRES: mu_ held (for all *Locked methods).
-  void PumpLocked(int64_t now, Ready* ready);
-  void HandleStartsLocked(const std::vector<ModelStart>& starts, int64_t now, Ready* ready);
+  void PumpLocked(int64_t now, Ready* ready) REQUIRES(mu_);
+  void HandleStartsLocked(const std::vector<ModelStart>& starts, int64_t now, Ready* ready)
+      REQUIRES(mu_);
   // Delivers `id` now if both deadlines are known and due, else sets a timer for the later one.
-  void SettleLocked(uint64_t id, int64_t now, Ready* ready);
-  void ScheduleLocked(int64_t when, uint64_t id);  // id 0: a pure model wake-up
-  void RearmLocked();
+  void SettleLocked(uint64_t id, int64_t now, Ready* ready) REQUIRES(mu_);
+  void ScheduleLocked(int64_t when, uint64_t id) REQUIRES(mu_);  // id 0: a pure model wake-up
+  void RearmLocked() REQUIRES(mu_);
   void OnTimer(int64_t when, uint64_t id);
   static void Run(Ready* ready);
 
@@ -97,12 +97,12 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
   const bool burn_overhead_;
   Statistics* const statistics_;
 
-  mutable std::mutex mu_;
-  DiskModel model_;                                // GUARDED_BY(mu_)
-  std::unordered_map<uint64_t, InFlight> flight_;  // GUARDED_BY(mu_)
-  uint64_t next_id_ = 1;                           // GUARDED_BY(mu_); 0 means "no request"
-  std::multiset<int64_t> timer_times_;             // GUARDED_BY(mu_): timers that will pump
-  DiskStats extra_;  // GUARDED_BY(mu_): the EmulatedDisk fields of DiskStats
+  mutable Mutex mu_;
+  DiskModel model_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, InFlight> flight_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;                // 0 means "no request"
+  std::multiset<int64_t> timer_times_ GUARDED_BY(mu_);  // timers that will pump
+  DiskStats extra_ GUARDED_BY(mu_);                     // the EmulatedDisk fields of DiskStats
 };
 
 class EmulatedDisk : public DiskWrapper {

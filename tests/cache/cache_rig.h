@@ -8,7 +8,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "stripe/volume.h"
 #include "tests/support/mem_disk.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 
 namespace tipfs::cache::testing {
 
@@ -33,9 +33,9 @@ class HeldDisk : public stripe::Disk {
     if (request.kind != stripe::DiskRequest::Kind::kRead) return inner_->Submit(std::move(request));
     auto done = std::move(request.done);
     request.done = [this, done = std::move(done)](Result<uint64_t> r) mutable {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!holding_) {
-        lock.unlock();
+        lock.Unlock();
         done(std::move(r));
         return;
       }
@@ -45,18 +45,18 @@ class HeldDisk : public stripe::Disk {
   }
   // Starts or stops holding completions (stopping does not release the held ones).
   void Hold(bool on) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     holding_ = on;
   }
   size_t held() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return held_.size();
   }
   // Delivers every held completion, in order.
   void Release() {
     std::deque<std::function<void()>> run;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       run.swap(held_);
     }
     for (auto& fn : run) fn();
@@ -74,9 +74,9 @@ class HeldDisk : public stripe::Disk {
 
  private:
   std::unique_ptr<stripe::Disk> inner_;
-  mutable std::mutex mu_;
-  bool holding_ = false;
-  std::deque<std::function<void()>> held_;
+  mutable Mutex mu_;
+  bool holding_ GUARDED_BY(mu_) = false;
+  std::deque<std::function<void()>> held_ GUARDED_BY(mu_);
 };
 
 enum class Wrap { kNone, kHeld, kFaulty };

@@ -4,9 +4,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
 #include <tipfs/hint.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
   static char buffer[1 << 17];

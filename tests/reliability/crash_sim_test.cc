@@ -34,7 +34,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -43,6 +42,7 @@
 #include "fsck/fsck.h"
 #include "stripe/crash_disk.h"
 #include "tests/reliability/volume_rig.h"
+#include "util/mutex.h"
 
 namespace tipfs::testing {
 namespace {
@@ -63,14 +63,14 @@ constexpr uint32_t kStripeUnit = 16 * 1024;
 class CrashTrigger {
  public:
   void Arm(int64_t events, std::function<void()> on_crash) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     countdown_ = events;
     fired_ = false;
     on_crash_ = std::move(on_crash);
   }
   // True when this request must fail (the disks are frozen).
   bool Event() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (fired_) return true;
     if (countdown_ <= 0 || --countdown_ > 0) return false;
     fired_ = true;
@@ -78,15 +78,15 @@ class CrashTrigger {
     return true;
   }
   bool fired() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return fired_;
   }
 
  private:
-  mutable std::mutex mu_;
-  int64_t countdown_ = 0;  // 0: never
-  bool fired_ = false;
-  std::function<void()> on_crash_;
+  mutable Mutex mu_;
+  int64_t countdown_ GUARDED_BY(mu_) = 0;  // 0: never
+  bool fired_ GUARDED_BY(mu_) = false;
+  std::function<void()> on_crash_ GUARDED_BY(mu_);
 };
 
 // Disk of one boot: a CrashDisk over the MemDisk, behind the crash trigger.

@@ -10,9 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +18,7 @@
 #include "stripe/io_ring.h"
 #include "stripe/posix_disk.h"
 #include "tests/support/temp_dir.h"
+#include "util/mutex.h"
 
 namespace tipfs::testing {
 namespace {
@@ -32,25 +31,27 @@ class Completions {
  public:
   std::function<void(Result<uint64_t>)> Callback(const std::string& what) {
     return [this, what](Result<uint64_t> r) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!r.ok()) errors_.push_back(what + ": " + r.status().ToString());
       ++done_;
-      cv_.notify_one();
+      cv_.Signal();
     };
   }
   // Waits for `count` completions (at most a minute) and reports every error.
   void ExpectAllSucceeded(int count) {
-    std::unique_lock<std::mutex> lock(mu_);
-    ASSERT_TRUE(cv_.wait_for(lock, std::chrono::seconds(60), [&] { return done_ == count; }))
-        << done_ << " of " << count << " requests completed";
+    MutexLock lock(&mu_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (done_ != count && cv_.WaitUntil(&mu_, deadline)) {
+    }
+    ASSERT_EQ(done_, count) << done_ << " of " << count << " requests completed";
     for (const std::string& e : errors_) ADD_FAILURE() << e;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int done_ = 0;
-  std::vector<std::string> errors_;
+  Mutex mu_;
+  CondVar cv_;
+  int done_ GUARDED_BY(mu_) = 0;
+  std::vector<std::string> errors_ GUARDED_BY(mu_);
 };
 
 class ThreadExitIoTest : public ::testing::Test {

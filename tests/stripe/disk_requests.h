@@ -1,11 +1,10 @@
 // Helpers for tests that drive a Disk directly: build a request, submit batches and wait for them.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 
 #include "stripe/disk.h"
+#include "util/mutex.h"
 
 namespace tipfs::testing {
 
@@ -14,24 +13,24 @@ class Completions {
  public:
   std::function<void(Result<uint64_t>)> Callback(Result<uint64_t>* slot) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ++pending_;
     }
     return [this, slot](Result<uint64_t> r) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       *slot = std::move(r);
-      if (--pending_ == 0) cv_.notify_all();
+      if (--pending_ == 0) cv_.SignalAll();
     };
   }
   void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return pending_ == 0; });
+    MutexLock lock(&mu_);
+    while (pending_ != 0) cv_.Wait(&mu_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int pending_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  int pending_ GUARDED_BY(mu_) = 0;
 };
 
 // Submits one request whose completion lands in *slot (tracked by `completions`).

@@ -6,9 +6,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 #include <random>
 #include <thread>
 

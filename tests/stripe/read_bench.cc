@@ -12,20 +12,22 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
+#include "util/mutex.h"
 
 namespace {
 
+using tipfs::CondVar;
+using tipfs::Mutex;
+using tipfs::MutexLock;
 using tipfs::stripe::DiskRequest;
 using tipfs::stripe::StripedIo;
 
@@ -132,29 +134,29 @@ int main(int argc, char** argv) {
     constexpr int kDepth = 8;
     std::vector<std::vector<char>> bufs(kDepth, std::vector<char>(block));
     const Measure async = Best(passes, file_bytes, block, [&] {
-      std::mutex mu;
-      std::condition_variable cv;
+      Mutex mu;
+      CondVar cv;
       int outstanding = 0;
       uint64_t next = 0;
       int slot = 0;
       while (next < file_bytes) {
         {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return outstanding < kDepth; });
+          MutexLock lock(&mu);
+          while (outstanding >= kDepth) cv.Wait(&mu);
           ++outstanding;
         }
         io.ReadAsync(17, next, block, bufs[slot].data(), DiskRequest::Priority::kPrefetch,
                      [&](tipfs::Status s) {
                        if (!s.ok()) Die("async read");
-                       std::lock_guard<std::mutex> lock(mu);
+                       MutexLock lock(&mu);
                        --outstanding;
-                       cv.notify_one();
+                       cv.Signal();
                      });
         next += block;
         slot = (slot + 1) % kDepth;
       }
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return outstanding == 0; });
+      MutexLock lock(&mu);
+      while (outstanding != 0) cv.Wait(&mu);
     });
     auto row = [&](const char* name, const Measure& m) {
       std::printf("%-44s %7lluK %10.0f %8.2f %10.2f %8.2f\n", name,

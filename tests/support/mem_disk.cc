@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/mutex.h"
+
 namespace tipfs::testing {
 
 using stripe::DiskRequest;
@@ -10,7 +12,7 @@ using stripe::DiskRequest;
 void MemDisk::Submit(DiskRequest request) {
   Result<uint64_t> result = uint64_t{0};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++requests_;
     switch (request.kind) {
       case DiskRequest::Kind::kRead: {
@@ -40,7 +42,7 @@ void MemDisk::Submit(DiskRequest request) {
 }
 
 Status MemDisk::Truncate(stripe::ObjectId object, uint64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(object);
   if (it == objects_.end()) {
     if (size == 0) return Status::OK();
@@ -51,13 +53,13 @@ Status MemDisk::Truncate(stripe::ObjectId object, uint64_t size) {
 }
 
 Status MemDisk::Remove(stripe::ObjectId object) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   objects_.erase(object);
   return Status::OK();
 }
 
 Result<stripe::ObjectInfo> MemDisk::Stat(stripe::ObjectId object) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(object);
   if (it == objects_.end())
     return Status::NotFound(name_ + ": no object " + std::to_string(object));
@@ -65,13 +67,13 @@ Result<stripe::ObjectInfo> MemDisk::Stat(stripe::ObjectId object) {
 }
 
 Status MemDisk::ListObjects(std::vector<stripe::ObjectId>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, data] : objects_) out->push_back(id);
   return Status::OK();
 }
 
 Result<stripe::DiskUsage> MemDisk::Usage() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t used = 0;
   for (const auto& [id, data] : objects_) used += data.size();
   constexpr uint64_t kTotal = uint64_t{1} << 40;
@@ -79,18 +81,18 @@ Result<stripe::DiskUsage> MemDisk::Usage() {
 }
 
 std::string MemDisk::Contents(stripe::ObjectId object) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(object);
   return it == objects_.end() ? std::string() : it->second;
 }
 
 uint64_t MemDisk::requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return requests_;
 }
 
 uint64_t MemDisk::bytes_used() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t used = 0;
   for (const auto& [id, data] : objects_) used += data.size();
   return used;

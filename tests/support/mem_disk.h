@@ -5,10 +5,10 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "stripe/disk.h"
+#include "util/mutex.h"
 
 namespace tipfs::testing {
 
@@ -32,9 +32,9 @@ class MemDisk : public stripe::Disk {
 
  private:
   const std::string name_;
-  mutable std::mutex mu_;
-  std::map<stripe::ObjectId, std::string> objects_;  // GUARDED_BY(mu_)
-  uint64_t requests_ = 0;                            // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<stripe::ObjectId, std::string> objects_ GUARDED_BY(mu_);
+  uint64_t requests_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tipfs::testing
