@@ -323,7 +323,9 @@ class FileCache {
   // ctx.shared_owner, matched in any order.
   bool MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                           int64_t now) REQUIRES(mu_);
-  bool IsShared(uint64_t stream) const REQUIRES(mu_) { return shared_streams_.contains(stream); }
+  bool IsShared(uint64_t stream) const REQUIRES(mu_) {
+    return !shared_streams_.empty() && shared_streams_.contains(stream);  // no hash when unused
+  }
   void Readahead(ReaderState* reader, uint64_t ino, uint64_t offset, uint64_t length,
                  uint64_t file_size, bool matched, int64_t now) REQUIRES(mu_);
   void HintSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,

@@ -47,29 +47,37 @@ bool FileCache::MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_
   // A re-read of a block another shared stream consumed last (a stream from an earlier epoch)
   // must not hide the stream that hints the read: only a match ends the search.
   bool neutral = false;
+  std::vector<uint64_t> retire;
+  struct Match {
+    HintStream* stream;
+    uint64_t ino, offset, length;
+    int64_t now;
+    HintStream::MatchResult result;
+    uint64_t consumed;
+  } m{nullptr, ino, offset, length, now, HintStream::MatchResult::kMismatch, 0};
   for (uint32_t owner : owners) {
     auto owner_it = owners_.find(owner);
     if (owner == 0 || owner_it == owners_.end()) continue;
-    const std::vector<uint64_t> streams = owner_it->second.streams;  // retiring changes the list
-    for (uint64_t id : streams) {
+    for (uint64_t id : owner_it->second.streams) {
       if (!IsShared(id)) continue;
-      HintStream* s = streams_.at(id).get();
-      HintStream::MatchResult result = HintStream::MatchResult::kMismatch;
-      uint64_t consumed = 0;
-      MutateStreamWith(s, Release::kDropped, [&](StreamRelease* r) {
-        result = s->MatchAnyOrder(ino, offset, length, now, r);
-        consumed = r->consumed.size();
+      m.stream = streams_.at(id).get();
+      // One pointer captured: std::function keeps it inline (no allocation per read).
+      MutateStreamWith(m.stream, Release::kDropped, [p = &m](StreamRelease* r) {
+        p->result = p->stream->MatchAnyOrder(p->ino, p->offset, p->length, p->now, r);
+        p->consumed = r->consumed.size();
       });
-      if (owner != reader) counters_.shared_consumed += consumed;
-      if (result == HintStream::MatchResult::kMatched) return true;
-      neutral |= result == HintStream::MatchResult::kNeutral;
-      if (s->retire_due()) {
-        DeleteStream(id, /*warmup=*/false, Release::kCancelled);
-        ++counters_.streams_retired;
-      }
+      if (owner != reader) counters_.shared_consumed += m.consumed;
+      if (m.result == HintStream::MatchResult::kMatched) break;
+      neutral |= m.result == HintStream::MatchResult::kNeutral;
+      if (m.stream->retire_due()) retire.push_back(id);
     }
+    if (m.result == HintStream::MatchResult::kMatched) break;
   }
-  return neutral;
+  for (uint64_t id : retire) {
+    DeleteStream(id, /*warmup=*/false, Release::kCancelled);
+    ++counters_.streams_retired;
+  }
+  return neutral || m.result == HintStream::MatchResult::kMatched;
 }
 
 }  // namespace tipfs::cache

@@ -1,6 +1,7 @@
 // Microbenchmark (not a test): CPU cost of FileCache::Read when every block is cached, on the
 // real clock, one thread. Prints nanoseconds per read and per block for a few read sizes, with
-// no hint stream and with the reader's own hint stream being consumed.
+// no hint stream, with the reader's own hint stream being consumed, and with a stream its parent
+// shared being consumed (a loader's worker: matched in any order, HintStream::MatchAnyOrder).
 //
 //   build-x/tests/cache/cache_hit_bench [iterations]
 //
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/file_cache.h"
@@ -63,14 +65,24 @@ int main(int argc, char** argv) {
   std::printf("%-28s %10s %12s %12s\n", "case", "read size", "ns/read", "ns/64KiB blk");
   constexpr uint64_t kWorkingSet = 1 << 20;
   for (size_t size : {size_t{1}, size_t{4096}, size_t{65536}, size_t{131072}}) {
-    for (bool hinted : {false, true}) {
+    for (const char* mode : {"hit, unhinted", "hit, consuming a hint", "hit, consuming shared"}) {
+      const std::string_view name(mode);
+      const bool hinted = name.find("consuming") != std::string_view::npos;
+      const bool shared = name.find("shared") != std::string_view::npos;
+      ReadContext who = reader;
       if (hinted) {
-        // The reader discloses exactly what it is about to read: each read matches its stream.
+        // The reader (or its parent, for it) discloses exactly what it is about to read: each
+        // read matches the stream.
         HintBatch batch;
-        batch.stream = 100;
+        batch.stream = shared ? (uint64_t{100} << 32) | 1 : 100;
         batch.owner = 100;
         for (int i = 0; i < 1000; ++i) {
           batch.extents.push_back(HintExtent{1, (i * size) % kWorkingSet, size, kFileSize});
+        }
+        if (shared) {
+          if (!cache.ShareStream(batch.stream, 100, true).ok()) return 1;
+          who = ReadContext{200, 200};
+          who.shared_owner = 100;
         }
         if (!cache.Hint(batch).ok()) return 1;
       }
@@ -78,17 +90,14 @@ int main(int argc, char** argv) {
       const double start = CpuSeconds();
       uint64_t offset = 0;
       for (int i = 0; i < n; ++i) {
-        if (!cache.Read(reader, 1, offset, size, kFileSize, out.data()).ok()) return 1;
+        if (!cache.Read(who, 1, offset, size, kFileSize, out.data()).ok()) return 1;
         offset = (offset + size) % kWorkingSet;
       }
       const double ns = (CpuSeconds() - start) * 1e9 / n;
       if (size >= 4096) {
-        std::printf("%-28s %10zu %12.0f %12.0f\n",
-                    hinted ? "hit, consuming a hint" : "hit, unhinted", size, ns,
-                    ns * 65536.0 / size);
+        std::printf("%-28s %10zu %12.0f %12.0f\n", mode, size, ns, ns * 65536.0 / size);
       } else {
-        std::printf("%-28s %10zu %12.0f %12s\n", hinted ? "hit, consuming a hint" : "hit, unhinted",
-                    size, ns, "-");
+        std::printf("%-28s %10zu %12.0f %12s\n", mode, size, ns, "-");
       }
     }
   }
