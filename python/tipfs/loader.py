@@ -4,7 +4,7 @@
     loader = DataLoader(dataset, sampler=sampler, batch_size=32, num_workers=4)
 
 Each epoch draws the wrapped sampler's order once, then, as the loader takes indices, keeps the
-files of the next samples disclosed up to a byte budget ahead of it, on a stream of its own that
+files of the next samples disclosed up to a byte budget (the mount's cache size) ahead of it, on a stream of its own that
 the loader's worker processes may consume (they read the samples; this process hints them). At
 the end of the epoch, or when the iterator is dropped, whatever is still disclosed is cancelled.
 Nothing here imports torch: any iterable of indices works, and so does a plain Python loop
@@ -12,20 +12,25 @@ Nothing here imports torch: any iterable of indices works, and so does a plain P
 indices through.
 """
 
+import errno
 import itertools
 import os
 import threading
 import warnings
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from ._hints import (HintLimitError, HintStream, NotOnTipfsError, PathHint, PathLike,
-                     TipfsError, TipfsWarning, _text, make_error)
-from ._mounts import find_mount
+from ._hints import (HintStream, NotOnTipfsError, PathHint, TipfsError, TipfsWarning, _text,
+                     make_error)
 
 # One sample's files: a path, (path, offset, length), or a list of them.
 SampleFiles = Union[PathHint, List[PathHint], Tuple[PathHint, ...]]
 
-DEFAULT_BUDGET_BYTES = 256 << 20
+# The default budget: the mount's cache capacity, within these bounds. The manager prefetches no
+# further ahead than the cache holds, and more disclosed made epochs slower (bench/loader/README).
+MIN_DEFAULT_BUDGET_BYTES = 8 << 20
+MAX_DEFAULT_BUDGET_BYTES = 256 << 20
+# Samples disclosed per index taken while topping up: a call's worth of path records.
+CHUNK_POSITIONS = 256
 # Named streams from here up belong to the loader helpers (one per sampler and mount).
 _STREAM_NAMES = itertools.count(0x8000_0001)
 _STREAM_NAMES_LOCK = threading.Lock()
@@ -52,8 +57,9 @@ class DisclosingSampler:
     PyTorch Sampler, a list) and discloses each epoch's samples to tipfs as the loader takes them.
 
     path_of(index) gives the sample's file(s): a path, (path, offset, length), or a list of them.
-    budget_bytes bounds what is disclosed beyond the samples the loader has taken (default
-    256 MiB; samples taken but not read yet, in worker processes, come on top). share=True (the default) lets the loader's worker
+    budget_bytes bounds what is disclosed beyond the samples the loader has taken (default: the
+    mount's cache capacity, 8 MiB to 256 MiB; samples taken but not read yet, in worker
+    processes, come on top). share=True (the default) lets the loader's worker
     processes consume the hints. strict=False (the default) warns once (TipfsWarning) and goes on
     without hints when the data is not on tipfs or a hint is refused; strict=True raises.
 
@@ -73,7 +79,8 @@ class DisclosingSampler:
         self.stats: Dict[str, int] = dict(epochs=0, samples=0, disclosed=0, disclosed_bytes=0,
                                           calls=0, cancelled_bytes=0)
         self._streams: Dict[int, HintStream] = {}  # by st_dev of the mount
-        self._sizes: Dict[str, int] = {}
+        self._files: Dict[str, Tuple[int, int]] = {}  # path -> (st_dev, st_size)
+        self._cache_bytes: Dict[int, int] = {}  # st_dev of a mount -> its cache capacity
         self._epoch = 0  # the epoch whose iterator may disclose and cancel
         self._lock = threading.Lock()
         self._warned: set = set()
@@ -99,19 +106,24 @@ class DisclosingSampler:
             self.stats["epochs"] += 1
         # The last epoch's leftovers (samples it disclosed that were never read).
         self._cancel_leftovers()
-        budget = self.budget_bytes or DEFAULT_BUDGET_BYTES
+        budget = self._budget()
         counted: Dict[int, int] = {}  # position -> its bytes counted in `ahead`
         disclosed_to = 0  # positions [0, disclosed_to) of `order` are disclosed
         ahead = 0  # bytes disclosed for positions after the one being taken
+        filling = True  # topping up towards the whole budget, a chunk per index taken
         try:
             for position, index in enumerate(order):
                 ahead -= counted.pop(position, 0)
                 current = self._epoch == epoch and os.getpid() == self._pid
-                if current and disclosed_to < len(order) and ahead < budget // 2:
-                    # Top up to the whole budget, so that calls carry many samples each.
+                filling = filling or ahead < budget // 2
+                if current and filling and disclosed_to < len(order):
+                    # Up to CHUNK_POSITIONS samples now (one call), the rest at the next
+                    # indices: the loader never waits for a whole budget of stat(2) calls.
                     disclosed_to = max(disclosed_to, position)
                     disclosed_to, ahead = self._disclose(order, disclosed_to, position, ahead,
                                                          budget, counted)
+                    budget = self._budget()  # the first call found the mount and its cache
+                    filling = ahead < budget and disclosed_to < len(order)
                 with self._lock:
                     self.stats["samples"] += 1
                 yield index
@@ -125,31 +137,33 @@ class DisclosingSampler:
 
     def _disclose(self, order: List[int], start: int, position: int, ahead: int, budget: int,
                   counted: Dict[int, int]) -> Tuple[int, int]:
-        """Discloses positions from `start` on until `budget` bytes lie beyond `position`."""
-        batches: Dict[int, Tuple[HintStream, List[PathHint], int]] = {}
+        """Discloses positions from `start` on until `budget` bytes lie beyond `position`, at
+        most CHUNK_POSITIONS of them."""
+        batches: Dict[int, Tuple[HintStream, List[PathHint], List[int]]] = {}
         stop = start
-        while stop < len(order) and (ahead < budget or stop <= position):
+        while stop < len(order) and stop - start < CHUNK_POSITIONS and (
+                ahead < budget or stop <= position):
             size_of_position = 0
             for item in self._files_of(order[stop]):
-                stream = self._stream_for(item)
-                if stream is None:
+                located = self._locate(item)
+                if located is None:
                     continue
-                size = self._size_of(item)
+                stream, size = located
                 size_of_position += size
-                _, items, total = batches.get(id(stream), (stream, [], 0))
+                _, items, sizes = batches.get(id(stream), (stream, [], []))
                 items.append(item)
-                batches[id(stream)] = (stream, items, total + size)
+                sizes.append(size)
+                batches[id(stream)] = (stream, items, sizes)
             if stop > position:
                 counted[stop] = size_of_position
                 ahead += size_of_position
             stop += 1
-        for stream, items, total in batches.values():
+        for stream, items, sizes in batches.values():
             sent = stream.disclose(items)
             with self._lock:
                 self.stats["calls"] += 1
                 self.stats["disclosed"] += sent
-                self.stats["disclosed_bytes"] += total if sent == len(items) else sum(
-                    self._size_of(item) for item in items[:sent])
+                self.stats["disclosed_bytes"] += sum(sizes[:sent])
         return stop, ahead
 
     def _files_of(self, index: int) -> List[PathHint]:
@@ -161,35 +175,35 @@ class DisclosingSampler:
                 raise
             return []
 
-    def _size_of(self, item: PathHint) -> int:
-        if isinstance(item, tuple) and _is_range(item) and item[2] > 0:
-            return item[2]
+    def _locate(self, item: PathHint) -> Optional[Tuple[HintStream, int]]:
+        """The stream of the item's mount and the bytes it will read (one stat(2) per file,
+        remembered: sizes only weigh the budget, the daemon clips every range to the file)."""
         path = _text(item[0] if isinstance(item, tuple) else item)
-        size = self._sizes.get(path)
-        if size is None:
+        known = self._files.get(path)
+        if known is None:
             try:
-                size = os.stat(path).st_size
-            except OSError:
-                size = 0  # the daemon will say what is wrong with it
-            if len(self._sizes) > 1 << 20:
-                self._sizes.clear()
-            self._sizes[path] = size
-        if isinstance(item, tuple) and _is_range(item):
-            size = max(0, size - item[1])
-        return size
-
-    def _stream_for(self, item: PathHint) -> Optional[HintStream]:
-        path = _text(item[0] if isinstance(item, tuple) else item)
-        try:
-            device = os.stat(path).st_dev
-        except OSError as e:
-            self._report(make_error(e.errno or 2, "cannot disclose", path))
-            return None
+                st = os.stat(path)
+            except OSError as e:
+                self._report(make_error(e.errno or errno.ENOENT, "cannot disclose", path))
+                return None
+            if len(self._files) > 1 << 20:
+                self._files.clear()
+            known = self._files[path] = (st.st_dev, st.st_size)
+        device, size = known
         stream = self._streams.get(device)
         if stream is None:
-            stream = self._open_stream(path)
-            self._streams[device] = stream
-        return stream if stream.active else None
+            stream = self._streams[device] = self._open_stream(path)
+        if not stream.active:
+            return None
+        if isinstance(item, tuple) and _is_range(item):
+            size = item[2] if item[2] > 0 else max(0, size - item[1])
+        return stream, size
+
+    def _budget(self) -> int:
+        if self.budget_bytes is not None:
+            return self.budget_bytes
+        capacity = max(self._cache_bytes.values(), default=0)
+        return min(MAX_DEFAULT_BUDGET_BYTES, max(MIN_DEFAULT_BUDGET_BYTES, capacity))
 
     def _open_stream(self, path: str) -> HintStream:
         try:
@@ -197,7 +211,6 @@ class DisclosingSampler:
         except TipfsError as e:
             self._report(e)
             return _Inactive()  # type: ignore[return-value]
-        stream.strict = self.strict
         if self.share:
             try:
                 stream.share()
@@ -206,6 +219,10 @@ class DisclosingSampler:
                 # consume them, so the main process's budget is what bounds them.
                 self._warn_once("share", f"the mount cannot share hints with worker processes "
                                          f"({e}); hinting without sharing")
+            except TipfsError as e:
+                self._report(e)
+        stream.strict = self.strict
+        self._cache_bytes[stream.mount.device] = stream.query().get("cache_capacity_bytes", 0)
         return stream
 
     def _cancel_leftovers(self) -> None:
