@@ -11,4 +11,4 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTIPFS_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target tipfs tipspec
-echo "check_release: Release build of tipfs and libtipspec clean with -Werror"
+echo "check_release: Release build of tipfs and libtipspec clean with -Werror (g++ -Wrestrict warned only)"
