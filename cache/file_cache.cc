@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "cache/file_cache_internal.h"
+#include "cache/tip_manager.h"
 #include "stripe/io_ring.h"
 #include "util/mutex.h"
 #include "util/perf_context.h"
@@ -19,10 +20,6 @@
 namespace tipfs::cache {
 
 namespace {
-
-constexpr size_t kMaxReaders = 4096;
-// A T_cpu sample counts for at most this many times the reader's current estimate.
-constexpr double kCpuOutlierRatio = 4.0;
 
 bool IsPowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -72,10 +69,10 @@ FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
       table_(TailWindowFor(capacity_blocks_)) {
   options_.block_size = block_size_;
   options_.capacity_bytes = capacity_blocks_ * block_size_;
-  disk_estimators_.assign(disk_count_,
-                          DiskServiceEstimator(static_cast<double>(options.initial_disk_nanos)));
   disk_prefetches_.assign(disk_count_, 0);
   disk_reads_failing_.assign(disk_count_, false);
+  manager_ = std::make_unique<TipManager>(this, clock_, block_size_, disk_count_, options_);
+  manager_->Start();
 }
 
 void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
@@ -90,6 +87,7 @@ void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
 }
 
 FileCache::~FileCache() {
+  manager_->Stop();
   MutexLock lock(&mu_);
   while (fetches_in_flight_ != 0) idle_cv_.Wait(&mu_);
 }
@@ -120,37 +118,6 @@ uint32_t FileCache::DiskOf(uint64_t ino, uint64_t index) const {
 bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
   MutexLock lock(&mu_);
   return table_.Find(ino, block_index) != nullptr;
-}
-
-void FileCache::FoldCpuSamples() {
-  // T_hit is per block access, as the manager counts accesses: a read of a few bytes is one
-  // access like a read of the whole block (scaling by bytes made small reads look as costly as
-  // a disk read and shrank the horizon to nothing).
-  const int64_t hit_nanos = hit_nanos_sum_.exchange(0, std::memory_order_relaxed);
-  const uint64_t hit_blocks = hit_blocks_sum_.exchange(0, std::memory_order_relaxed);
-  if (hit_blocks > 0) {
-    t_hit_.Add(static_cast<double>(hit_nanos) / static_cast<double>(hit_blocks));
-  }
-  const int64_t driver_nanos = driver_nanos_sum_.exchange(0, std::memory_order_relaxed);
-  const uint64_t drivers = driver_count_.exchange(0, std::memory_order_relaxed);
-  if (drivers > 0) t_driver_.Add(static_cast<double>(driver_nanos) / drivers);
-}
-
-ReaderState* FileCache::Reader(uint32_t tgid, int64_t now) {
-  auto it = readers_.find(tgid);
-  if (it != readers_.end()) return it->second.get();
-  if (readers_.size() >= kMaxReaders) {
-    auto oldest = readers_.begin();
-    for (auto r = readers_.begin(); r != readers_.end(); ++r) {
-      if (r->second->last_start_ns < oldest->second->last_start_ns) oldest = r;
-    }
-    readers_.erase(oldest);
-  }
-  auto state = std::make_shared<ReaderState>();
-  state->tgid = tgid;
-  state->last_start_ns = 0;
-  (void)now;
-  return readers_.emplace(tgid, std::move(state)).first->second.get();
 }
 
 uint32_t FileCache::FetchLength(uint64_t index, uint64_t file_size) const {
@@ -187,11 +154,11 @@ Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin orig
   return b;
 }
 
-void FileCache::OnDemandHit(Block* b, int64_t now) {
+void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
   ++counters_.demand_hits;
-  lru_marginal_.RecordAccess(now);
+  ++lru->accesses;
   if (b->queue == BlockQueue::kLru) {
-    if (b->in_tail) lru_marginal_.RecordTailHit(now);
+    if (b->in_tail) ++lru->tail_hits;
     table_.PushLru(b);
   } else if (b->queue == BlockQueue::kEvictFirst) {
     table_.PushLru(b);
@@ -202,6 +169,37 @@ void FileCache::OnDemandHit(Block* b, int64_t now) {
     if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_used;
     if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_hits;
   }
+}
+
+bool FileCache::MakeRoomFromUnheld() {
+  while (table_.size() >= capacity_blocks_) {
+    Block* victim = table_.EvictFirstColdest();
+    if (victim == nullptr) victim = table_.LruColdest();
+    if (victim == nullptr) return false;
+    EvictBlock(victim);
+  }
+  return true;
+}
+
+bool FileCache::DiskHasRoom(uint32_t disk) const {
+  return disk_prefetches_[disk] < options_.max_prefetches_per_disk;
+}
+
+bool FileCache::AnyDiskHasRoom() const {
+  for (uint32_t disk = 0; disk < disk_count_; ++disk) {
+    if (DiskHasRoom(disk)) return true;
+  }
+  return false;
+}
+
+Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose,
+                                uint64_t file_size, int64_t now) {
+  if (table_.size() >= capacity_blocks_ || !DiskHasRoom(DiskOf(ino, block_index))) return nullptr;
+  const BlockOrigin origin = purpose == Purpose::kHinted      ? BlockOrigin::kHinted
+                             : purpose == Purpose::kReadahead ? BlockOrigin::kReadahead
+                                                              : BlockOrigin::kWarmup;
+  if (purpose == Purpose::kReadahead) ++counters_.readahead_issued;
+  return NewFetchedBlock(ino, block_index, origin, /*prefetch=*/true, file_size, now);
 }
 
 void FileCache::PlaceUnheld(Block* b) {
@@ -246,27 +244,28 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
                                                    std::function<void(Result<size_t>)> done,
                                                    std::shared_ptr<PendingRead>* pending_out) {
   if (length == 0 || offset >= file_size) return Result<size_t>(size_t{0});
-  // Time here is the cache's (Figure 5.9's breakdown); the manager's decisions and the copy are
-  // nested sections, counted as hint processing and data copy.
+  // Time here is the cache's (Figure 5.9's breakdown); the copy is a nested section.
   PerfSection lookup(Subsystem::kCacheLookup);
   const uint64_t n = std::min<uint64_t>(length, file_size - offset);
   const uint64_t first = offset / block_size_;
   const uint64_t last = (offset + n - 1) / block_size_;
   const int64_t now = clock_->NowNanos();
   const bool spec = ctx.speculative;
+  TipEvents* events = manager_->events();
+  if (spec) manager_->OnSpeculativeRead(ctx, ino, offset, n, file_size, now);
+  std::shared_ptr<ReaderTiming> reader;
+  if (!spec) reader = events->ReadStarted(static_cast<uint32_t>(ctx.stream), now, last - first + 1);
 
   // Parts of a read served from memory; reused per thread so a hit allocates nothing.
   thread_local std::vector<ReadPart> scratch;
   scratch.clear();
   std::shared_ptr<PendingRead> pending;
-  std::shared_ptr<ReaderState> reader;
   bool eagain = false;
+  LruEvents lru;
   {
     MutexLock lock(&mu_);
-    FoldCpuSamples();
     if (spec) {
       ++counters_.spec_reads;
-      HintSpeculativeRead(ctx, ino, offset, n, file_size, now);
     } else {
       ++counters_.demand_reads;
     }
@@ -282,7 +281,7 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       }
       if (b != nullptr && b->valid()) {
         scratch.push_back(ReadPart{b->data, nullptr});
-        if (!spec) OnDemandHit(b, now);
+        if (!spec) OnDemandHit(b, &lru);
         continue;
       }
       if (spec && !ctx.wait_for_data) {
@@ -301,13 +300,13 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       } else {
         if (!spec) {
           ++counters_.demand_misses;
-          lru_marginal_.RecordAccess(now);
+          ++lru.accesses;
           if (table_.TakeGhost(BlockKey{ino, index})) {
-            lru_marginal_.RecordGhostHit(now);
+            ++lru.ghost_hits;
             ++counters_.ghost_hits;
           }
         }
-        MakeRoom(Purpose::kDemand, now);
+        MakeRoomFromUnheld();  // else overshoot: a demand read never waits for a buffer
         b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now);
       }
       scratch.push_back(ReadPart{nullptr, b->fetch->self});
@@ -315,30 +314,8 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
     }
     if (eagain) {
       ++counters_.spec_eagain;
-    } else if (spec) {
-      if (waits == 0) ++counters_.spec_hits;
-    } else {
-      ReaderState* r = Reader(static_cast<uint32_t>(ctx.stream), now);
-      // T_cpu per block access: the gap before this read, spread over the blocks it touches
-      // (at least one; hinted accesses are whole blocks or a file's only block).
-      const double accesses = static_cast<double>(last - first + 1);
-      const int64_t last_end = r->last_end_ns.load(std::memory_order_relaxed);
-      if (r->last_start_ns > 0 && last_end >= r->last_start_ns && now >= last_end) {
-        // Clipped: one long gap (the reader preempted, or busy elsewhere once) must not collapse
-        // the horizon for the next dozens of reads; a reader that really slows down still moves
-        // the estimate up by 1 + 3/8 per read.
-        r->cpu_per_access.AddClipped(static_cast<double>(now - last_end) / accesses,
-                                     kCpuOutlierRatio);
-      }
-      r->last_start_ns = now;
-      reader = readers_[static_cast<uint32_t>(ctx.stream)];
-      const bool matched = MatchStreams(static_cast<uint32_t>(ctx.stream), ino, offset, n, now) ||
-                           MatchSharedStreams(ctx, ino, offset, n, now);
-      Readahead(r, ino, offset, n, file_size, matched, now);
-    }
-    {
-      PerfSection decide(Subsystem::kHintProcessing);
-      RunManager(now);
+    } else if (spec && waits == 0) {
+      ++counters_.spec_hits;
     }
     if (!eagain && waits > 0) {
       pending = std::make_shared<PendingRead>();
@@ -358,14 +335,21 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       }
     }
   }
+  events->RecordLru(now, lru);
+  // Consumption is synchronous (the read's hinted accesses are gone before it returns); the
+  // decisions it may call for are the manager's.
+  if (!spec) manager_->OnDemandRead(ctx, ino, offset, n, file_size, now);
+  manager_->Wake();
   DrainIssues();
   if (eagain) {
     scratch.clear();
+    manager_->RunIfInline();
     return Result<size_t>(Status::FromErrno(EAGAIN, "speculative read of uncached data"));
   }
   if (pending != nullptr) {
     scratch.clear();
     *pending_out = std::move(pending);
+    manager_->RunIfInline();
     return std::nullopt;
   }
   Status st;
@@ -376,10 +360,10 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
   scratch.clear();
   if (!spec) {
     const int64_t end = clock_->NowNanos();
-    hit_nanos_sum_.fetch_add(end - now, std::memory_order_relaxed);
-    hit_blocks_sum_.fetch_add(last - first + 1, std::memory_order_relaxed);
-    if (reader != nullptr) reader->last_end_ns.store(end, std::memory_order_relaxed);
+    events->RecordHit(end - now, last - first + 1);
+    TipEvents::ReadFinished(reader.get(), end);
   }
+  manager_->RunIfInline();
   if (!st.ok()) return Result<size_t>(st);
   return Result<size_t>(static_cast<size_t>(n));
 }
@@ -396,7 +380,7 @@ Result<size_t> FileCache::FinishPending(PendingRead* read) {
     const int64_t end = clock_->NowNanos();
     stall_nanos_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, end - read->start_ns)),
                            std::memory_order_relaxed);
-    if (read->reader != nullptr) read->reader->last_end_ns.store(end, std::memory_order_relaxed);
+    TipEvents::ReadFinished(read->reader.get(), end);
   }
   if (!st.ok()) return Result<size_t>(st);
   return Result<size_t>(static_cast<size_t>(read->length));
@@ -449,8 +433,7 @@ void FileCache::DrainIssues() {
                      raw->prefetch ? stripe::DiskRequest::Priority::kPrefetch
                                    : stripe::DiskRequest::Priority::kDemand,
                      [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });
-      driver_nanos_sum_.fetch_add(clock_->NowNanos() - t0, std::memory_order_relaxed);
-      driver_count_.fetch_add(1, std::memory_order_relaxed);
+      manager_->events()->RecordDriver(clock_->NowNanos() - t0);
     }
     work.clear();
   }
@@ -463,7 +446,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   std::shared_ptr<Fetch> self;
   {
     MutexLock lock(&mu_);
-    if (status.ok()) disk_estimators_[fetch->disk].RecordCompletion(fetch->submit_ns, now);
+    if (status.ok()) manager_->events()->RecordFetchDone(fetch->disk, fetch->submit_ns, now);
     if (fetch->prefetch) --disk_prefetches_[fetch->disk];
     fetch->status = status;
     fetch->done = true;
@@ -491,10 +474,8 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
     }
     waiters.swap(fetch->waiters);
     self = std::move(fetch->self);
-    PerfSection decide(Subsystem::kHintProcessing);
-    RunManager(now);
   }
-  DrainIssues();
+  manager_->Wake();
   for (const std::shared_ptr<PendingRead>& read : waiters) {
     if (read->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
     if (read->done) {
@@ -509,6 +490,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   }
   waiters.clear();
   self.reset();
+  manager_->RunIfInline();
   // Last: the destructor may run as soon as the count reaches zero.
   MutexLock lock(&mu_);
   if (--fetches_in_flight_ == 0) idle_cv_.SignalAll();
@@ -590,13 +572,13 @@ Status FileCache::Sync(uint64_t ino) { return io_->Sync(ino); }
 
 Status FileCache::Remove(uint64_t ino) {
   constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
+  manager_->DropInode(ino);
   {
     MutexLock lock(&mu_);
     InodeState* inode = table_.GetInode(ino);
     ++inode->epoch;
     ++inode->writers;
     DropBlocks(ino, 0, kEnd);
-    DropInodeHints(ino);
   }
   Status st = io_->Remove(ino);
   MutexLock lock(&mu_);
@@ -624,41 +606,81 @@ Status FileCache::SetOptions(const CacheOptions& requested) {
   }
   const uint32_t unit = io_->layout().stripe_unit();
   TIPFS_RETURN_IF_ERROR(ValidateOptions(requested, unit));
+  CacheOptions next = requested;
   {
     MutexLock lock(&mu_);
-    const int64_t now = clock_->NowNanos();
-    const bool drop_hints = requested.hints_ignored && !options_.hints_ignored;
-    CacheOptions next = requested;
     next.block_size = block_size_;
     next.initial_disk_nanos = options_.initial_disk_nanos;
+    next.manager_thread = options_.manager_thread;
     capacity_blocks_ = CapacityBlocks(requested.capacity_bytes, block_size_, unit);
     next.capacity_bytes = capacity_blocks_ * block_size_;
     options_ = next;
     if (table_.tail_window() != TailWindowFor(capacity_blocks_)) {
       table_.SetTailWindow(TailWindowFor(capacity_blocks_));
     }
-    if (drop_hints) {
-      std::vector<std::pair<uint64_t, bool>> all;
-      for (const auto& [id, s] : streams_) all.emplace_back(id, false);
-      for (const auto& [id, s] : warmups_) all.emplace_back(id, true);
-      for (const auto& [id, warmup] : all) DeleteStream(id, warmup, Release::kCancelled);
-    }
-    // A smaller cache gives up its cheapest buffers at once.
+    // A smaller cache gives up its cheapest unheld buffers at once; the manager gives up held
+    // ones (it knows what they are worth).
     while (table_.size() > capacity_blocks_) {
-      if (Block* b = table_.EvictFirstColdest(); b != nullptr) {
-        EvictBlock(b);
-      } else if (Block* lru = table_.LruColdest(); lru != nullptr) {
-        EvictBlock(lru);
-      } else if (Ejection e = CheapestEjection(nullptr, now); e.stream != nullptr) {
-        Eject(e);
-      } else {
-        break;  // the rest is in flight
-      }
+      Block* b = table_.EvictFirstColdest();
+      if (b == nullptr) b = table_.LruColdest();
+      if (b == nullptr) break;
+      EvictBlock(b);
     }
-    RunManager(now);
   }
-  DrainIssues();
+  manager_->SetOptions(next);
+  manager_->Wake();
+  manager_->RunIfInline();
   return Status::OK();
+}
+
+Status FileCache::Hint(const HintBatch& batch) {
+  Status st = manager_->Hint(batch);
+  manager_->RunIfInline();
+  return st;
+}
+
+Status FileCache::Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool tainted_only) {
+  Status st = manager_->Cancel(stream, epoch, tainted_only);
+  manager_->RunIfInline();
+  return st;
+}
+
+void FileCache::CancelProcess(uint32_t owner) {
+  manager_->CancelProcess(owner);
+  manager_->RunIfInline();
+}
+
+Status FileCache::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
+  return manager_->ShareStream(stream, owner, shared);
+}
+
+void FileCache::ForgetSharer(uint32_t owner) {
+  manager_->ForgetSharer(owner);
+  manager_->RunIfInline();
+}
+
+StreamInfo FileCache::QueryStream(uint64_t stream) const { return manager_->QueryStream(stream); }
+
+CacheStats FileCache::Stats() const {
+  CacheStats stats;
+  {
+    MutexLock lock(&mu_);
+    stats = counters_;
+    stats.capacity_blocks = capacity_blocks_;
+    stats.block_size = block_size_;
+    stats.lru_buffers = table_.lru_size();
+    stats.evict_first_buffers = table_.evict_first_size();
+    table_.ForEach([&stats](const Block& b) {
+      if (b.hint_refs > 0 || (!b.valid() && b.origin == BlockOrigin::kHinted)) {
+        ++stats.hinted_buffers;
+      } else if (!b.valid()) {
+        ++stats.fetching_buffers;
+      }
+    });
+  }
+  stats.stall_nanos = stall_nanos_.load(std::memory_order_relaxed);
+  manager_->FillStats(&stats);
+  return stats;
 }
 
 }  // namespace tipfs::cache

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/block_table.h"
+#include "cache/tip_events.h"
 #include "cache/tip_model.h"
 #include "stripe/disk.h"
 #include "util/mutex.h"
@@ -45,29 +46,6 @@ struct ReadPart {
   std::shared_ptr<Fetch> fetch;
 };
 
-// Per reading process (tgid): application compute time between reads (TIP's T_cpu) and the
-// sequential runs that drive read-ahead. Shared pointer so a read in flight can stamp its end time
-// without the cache lock. All but `tgid` and `last_end_ns` change only under the FileCache's mu_
-// (as for Fetch, a lock the analysis cannot name from here).
-struct ReaderState {
-  struct Run {
-    uint64_t ino = 0;
-    uint64_t next_offset = 0;  // where a sequential continuation starts
-    uint64_t last_block = 0;   // last block the run read
-    uint64_t seq_bytes = 0;    // bytes read sequentially so far
-    uint64_t ra_next = 0;      // first block read-ahead has not issued yet
-    int64_t used_ns = 0;
-  };
-  static constexpr size_t kRuns = 8;
-
-  uint32_t tgid = 0;
-  Ewma cpu_per_access{0.125, 0};  // nanoseconds per block access
-  int64_t last_start_ns = 0;
-  std::atomic<int64_t> last_end_ns{0};
-  std::array<Run, kRuns> runs;
-  size_t run_count = 0;
-};
-
 // A read that waits for one or more fetches. The last fetch to complete either wakes the waiting
 // thread (blocking Read) or finishes the read and calls `done` (ReadAsync).
 struct PendingRead {
@@ -79,7 +57,7 @@ struct PendingRead {
   int64_t start_ns = 0;
   bool demand = true;  // stall time counts only for demand readers
   std::vector<ReadPart> parts;
-  std::shared_ptr<ReaderState> reader;
+  std::shared_ptr<ReaderTiming> reader;  // stamped with the read's end (T_cpu)
   std::atomic<uint32_t> remaining{0};
   std::function<void(Result<size_t>)> done;  // empty for a blocking Read
 

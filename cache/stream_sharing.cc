@@ -1,11 +1,10 @@
-// FileCache's stream sharing: a hinter lets its descendants' reads consume one of its streams
+// TipManager's stream sharing: a hinter lets its descendants' reads consume one of its streams
 // (fusefs decides who is a descendant of the same user; see docs/DESIGN.md "Which reads consume
 // which hints"). A loader discloses its epoch's order on a shared stream and its worker
-// processes, each reading its own batches at once, consume it in any order. Runs under mu_
-// (REQUIRES: mu_ held) except the public entry points, which take it.
+// processes, each reading its own batches at once, consume it in any order. Runs under mu_ and
+// FileCache::mu_ (REQUIRES: both held) except the public entry points, which take them.
 #include "cache/file_cache.h"
-#include "cache/file_cache_internal.h"
-#include "util/mutex.h"
+#include "cache/tip_manager.h"
 
 namespace tipfs::cache {
 
@@ -14,7 +13,7 @@ namespace {
 constexpr size_t kMaxSharedPerOwner = 64;
 }  // namespace
 
-Status FileCache::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
+Status TipManager::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
   MutexLock lock(&mu_);
   if (!shared) {
     shared_streams_.erase(stream);
@@ -31,7 +30,7 @@ Status FileCache::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
   return Status::OK();
 }
 
-void FileCache::ForgetSharer(uint32_t owner) {
+void TipManager::ForgetSharer(uint32_t owner) {
   {
     MutexLock lock(&mu_);
     std::erase_if(shared_streams_, [owner](const auto& entry) { return entry.second == owner; });
@@ -39,8 +38,8 @@ void FileCache::ForgetSharer(uint32_t owner) {
   CancelProcess(owner);
 }
 
-bool FileCache::MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset,
-                                   uint64_t length, int64_t now) {
+bool TipManager::MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset,
+                                    uint64_t length, int64_t now) {
   if (shared_streams_.empty()) return false;
   const uint32_t reader = static_cast<uint32_t>(ctx.stream);
   const uint32_t owners[2] = {reader, ctx.shared_owner != reader ? ctx.shared_owner : 0};

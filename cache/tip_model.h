@@ -1,6 +1,6 @@
 // TIP model: the cost-benefit formulas of informed prefetching and caching and the online
-// estimators that feed them. Pure values and arithmetic; no locks (FileCache holds its mutex
-// around every use). Times are nanoseconds, as doubles where they enter formulas.
+// estimators that feed them. Pure values and arithmetic; no locks (their owners lock around
+// every use). Times are nanoseconds, as doubles where they enter formulas.
 //
 // Source: R. H. Patterson, G. A. Gibson, E. Ginting, D. Stodolsky, J. Zelenka, "Informed
 // Prefetching and Caching", SOSP 1995, section 4 (the cost-benefit model); several processes:
@@ -116,9 +116,9 @@ class LruMarginalEstimator {
   explicit LruMarginalEstimator(int64_t half_life_ns = 1'000'000'000)
       : tail_hits_(half_life_ns), ghost_hits_(half_life_ns), accesses_(half_life_ns) {}
 
-  void RecordAccess(int64_t now_ns) { accesses_.Add(now_ns); }
-  void RecordTailHit(int64_t now_ns) { tail_hits_.Add(now_ns); }
-  void RecordGhostHit(int64_t now_ns) { ghost_hits_.Add(now_ns); }
+  void RecordAccess(int64_t now_ns, double n = 1) { accesses_.Add(now_ns, n); }
+  void RecordTailHit(int64_t now_ns, double n = 1) { tail_hits_.Add(now_ns, n); }
+  void RecordGhostHit(int64_t now_ns, double n = 1) { ghost_hits_.Add(now_ns, n); }
 
   // Hits per second one more (or one fewer) buffer at the end of the queue is worth, with
   // `tail_buffers` the buffers in the tail window (min(k, queue length)) and `ghost_slots` = k.

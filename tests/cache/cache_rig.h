@@ -178,12 +178,15 @@ struct CacheRig {
   std::unique_ptr<FileCache> cache;
 };
 
-// A cache of `blocks` blocks of `block_size` bytes, read-ahead off (tests turn it on).
+// A cache of `blocks` blocks of `block_size` bytes, read-ahead off (tests turn it on), the
+// manager's decisions inline (deterministic on the rig's FakeClock; tests of the manager thread
+// turn it on).
 inline CacheOptions TestOptions(uint64_t blocks, uint32_t block_size = 4096) {
   CacheOptions o;
   o.block_size = block_size;
   o.capacity_bytes = blocks * block_size;
   o.readahead = false;
+  o.manager_thread = false;
   return o;
 }
 

@@ -229,6 +229,7 @@ TEST(FileCacheTest, ManyThreadsReadHintAndWriteConcurrently) {
   // all interleave. Every read must return the bytes of the model.
   CacheOptions o = TestOptions(16);
   o.readahead = true;
+  o.manager_thread = true;
   CacheRig rig(3, kUnit, o);
   constexpr int kFiles = 6;
   constexpr size_t kSize = 40 * 4096;

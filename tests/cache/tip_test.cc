@@ -4,7 +4,9 @@
 // T_cpu set by how far the test advances the clock between reads.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/file_cache.h"
@@ -420,6 +422,34 @@ TEST(TipTest, WarmupPrefetchesInOrderIntoTheLru) {
   // Anyone's reads now hit.
   EXPECT_EQ(rig.ReadWaiting(Reader(600), 1, 0, data.size(), data.size()), data);
   EXPECT_EQ(rig.cache->Stats().demand_misses, 0u);
+}
+
+// With its own thread (the mount's default), the manager prefetches a hint without any read
+// asking it to: the hint call only wakes it. The blocks then serve reads without disk requests.
+TEST(TipManagerThreadTest, HintsArePrefetchedByTheManagerThread) {
+  Emulated emu;
+  CacheOptions o = TestOptions(64);
+  o.manager_thread = true;
+  CacheRig rig(2, kBlock, o, Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 1, 16, 15);
+  ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 16)).ok());
+  // 16 blocks, at most 4 prefetches per disk: later ones go out as earlier ones complete. The
+  // thread runs on its own schedule, so this waits for the outcome, not for a time.
+  for (int i = 0; i < 20000 && rig.cache->Stats().hinted_prefetched < 16; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    rig.clock.Advance(kMs);
+  }
+  ASSERT_EQ(rig.cache->Stats().hinted_prefetched, 16u);
+  const uint64_t requests = rig.DiskRequests();
+  for (uint64_t b = 16; b-- > 0;) {
+    ASSERT_EQ(rig.Read(Reader(100), 1, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+  }
+  const CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(rig.DiskRequests(), requests);
+  EXPECT_EQ(stats.demand_hits, 16u);
+  EXPECT_EQ(stats.demand_misses, 0u);
+  EXPECT_EQ(rig.cache->QueryStream(100).blocks_consumed, 16u);
 }
 
 }  // namespace

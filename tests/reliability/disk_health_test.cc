@@ -144,6 +144,7 @@ class FailingDiskCacheTest : public ::testing::Test {
     cache::CacheOptions options;
     options.capacity_bytes = 64 * kUnit;
     options.readahead = false;
+    options.manager_thread = false;  // decisions inline: deterministic on the FakeClock
     cache_ = std::make_unique<cache::FileCache>(io_.get(), &clock_, options);
     board_.SetListener(
         [this](uint32_t d, bool failing) { cache_->SetDiskReadsFailing(d, failing); });

@@ -1,0 +1,177 @@
+// The cache's public value types: its options, who is reading, hint batches and the statistics
+// snapshot. Shared by FileCache (the data path) and TipManager (the decisions).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "cache/hint_stream.h"
+
+namespace tipfs::cache {
+
+// Plain options struct (RocksDB style): each field says its default and whether SetOptions may
+// change it while mounted.
+struct CacheOptions {
+  // --cache-size. Changeable (shrinking evicts at once). At least kMinCapacityUnits stripe units.
+  uint64_t capacity_bytes = 256ull << 20;
+  // 0 = the stripe unit; else a power of two >= 4096 dividing it. Fixed at mount.
+  uint32_t block_size = 0;
+  // --readahead=on|off: sequential read-ahead for unhinted reads. Changeable.
+  bool readahead = true;
+  // Read-ahead window cap in blocks (the paper's baseline: 64). Changeable.
+  uint32_t max_readahead_blocks = 64;
+  // --hints=ignore: hints are validated and counted but nothing is prefetched for them (the
+  // overhead baseline of the paper's Figure 4). Changeable; turning it on drops current hints.
+  bool hints_ignored = false;
+  // Outstanding hinted bytes (disclosed, not yet read or cancelled) one process may have; a hint
+  // call that would exceed it fails with EDQUOT and changes nothing. Changeable.
+  uint64_t per_process_hint_cap_bytes = 4ull << 30;
+  // The same over all processes; exceeding it fails with ENOBUFS. Changeable.
+  uint64_t global_hint_cap_bytes = 64ull << 30;
+  // Tainted speculative hints (HintSource::kSpeculativeTainted: a speculating child's reads after
+  // it read data it did not get) outstanding per process and over all processes. A hint beyond
+  // either is trimmed to what fits (or dropped), never refused: a garbage-fed child can keep at
+  // most this much of the disks' work queued, and its clean hints are never displaced. 4 MiB is
+  // 64 blocks of 64 KiB: four times what 4 disks x max_prefetches_per_disk keep in flight, so a
+  // child whose tainted hints are right (grep, tar) still keeps every disk busy. Changeable.
+  uint64_t tainted_hint_budget_bytes = 4ull << 20;
+  uint64_t global_tainted_hint_budget_bytes = 32ull << 20;
+  // Hint segments (the metadata that hints cost) per process (EDQUOT) and in all (ENOBUFS).
+  // Bound the daemon's memory for hints to about 64 bytes x global_hint_segment_cap. Changeable.
+  uint32_t per_process_hint_segment_cap = 1u << 16;
+  uint32_t global_hint_segment_cap = 1u << 20;
+  // Prefetches (hinted and read-ahead) in flight per disk, so a demand read never queues behind
+  // many of them. Changeable.
+  uint32_t max_prefetches_per_disk = 4;
+  // Beyond the TIP paper, for arrays: when a reader is faster than the array (its horizon exceeds
+  // disks x max_prefetches_per_disk), a disk with no prefetch in flight may fetch hinted blocks
+  // past the horizon (up to 256 accesses ahead) into spare buffers only. The reads of one stream
+  // fall unevenly on the disks; without this a disk that is locally ahead idles and later stalls
+  // the reader. false: exactly the paper's horizon. Changeable.
+  bool prefetch_idle_disks = true;
+  // T_disk assumed for a disk until its first completion is measured. Fixed at mount.
+  int64_t initial_disk_nanos = 5'000'000;
+  // Where the TIP manager's decisions run: on its own thread, woken by reads and completions
+  // (true), or inline at the end of the cache call that asked for them, on the caller's thread
+  // (false: deterministic, for tests on a FakeClock). Fixed at mount.
+  bool manager_thread = true;
+};
+
+// Smallest capacity, in stripe units.
+constexpr uint64_t kMinCapacityUnits = 4;
+
+// Who is reading. fusefs fills it from the FUSE request (and the process's speculation attach).
+struct ReadContext {
+  uint64_t stream = 0;  // the reader's process (tgid): its hint streams and read-ahead state
+  uint32_t pid = 0;     // the calling thread (tid)
+  // Set for a process attached with TIPFS_IOC_SPEC_ATTACH: its reads become speculative hints for
+  // `spec_stream` (epoch `spec_epoch`) and never wait for the disk: cached data is returned,
+  // uncached data fails with EAGAIN — unless `wait_for_data`, when the read waits like a normal
+  // read. Either way it is never counted as a demand access nor consumes a hint stream, and no
+  // byte it did not really read enters the cache.
+  bool speculative = false;
+  bool wait_for_data = false;
+  uint64_t spec_stream = 0;
+  uint32_t spec_epoch = 0;
+  uint32_t spec_owner = 0;  // the process the hints are charged to (0: spec_stream)
+  // A process whose shared streams (ShareStream) this reader's reads consume too. fusefs sets it
+  // only when the reader has that process's uid and descends from it (0: none).
+  uint32_t shared_owner = 0;
+  // kSpeculative until the child has read data it did not get, kSpeculativeTainted after.
+  HintSource spec_source = HintSource::kSpeculative;
+};
+
+// One hinted range of a file, resolved by fusefs: inode, offset, length clipped to end of file
+// (ranges wholly past end of file are dropped before, or are ignored here), and the file's size.
+struct HintExtent {
+  uint64_t ino = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t file_size = 0;
+};
+
+// One hint call: extents in the order they will be read, appended to stream `stream`.
+struct HintBatch {
+  uint64_t stream = 0;  // resolved: the caller's tgid for TIPFS_STREAM_SELF, else the caller's id
+  uint32_t owner = 0;   // the process charged for the hints (caps, CancelProcess)
+  HintSource source = HintSource::kManual;
+  uint32_t epoch = 0;
+  std::vector<HintExtent> extents;
+};
+
+// The state of one stream (TIPFS_IOC_QUERY).
+struct StreamInfo {
+  bool exists = false;
+  uint64_t hinted_bytes = 0;       // disclosed and not yet consumed or cancelled
+  uint64_t segments_pending = 0;   // segments not yet wholly consumed
+  uint64_t blocks_consumed = 0;    // hinted block accesses its reads consumed
+  uint64_t blocks_prefetched = 0;  // blocks fetched for its hints
+  uint64_t cap_bytes = 0;          // per-process cap on outstanding hinted bytes
+  double horizon = 0;              // its prefetch horizon P, in block accesses
+};
+
+// A snapshot of the cache's counters and gauges (fusefs renders it as .tipfs/stats text and JSON
+// and as Prometheus text in .tipfs/metrics). Counters only grow; gauges are current values.
+struct CacheStats {
+  // Demand reads: `demand_reads` counts read requests; hits and misses count the blocks they
+  // touched: hit = served from memory without waiting; miss = waited for the disk (a new fetch,
+  // or `inflight_waits`: joined a fetch already in flight).
+  uint64_t demand_reads = 0;
+  uint64_t demand_hits = 0;
+  uint64_t demand_misses = 0;
+  uint64_t inflight_waits = 0;
+  uint64_t ghost_hits = 0;   // misses that one more LRU buffer would have turned into hits
+  uint64_t stall_nanos = 0;  // time readers waited for the disk for demand data
+  // Read-ahead (unhinted sequential reads).
+  uint64_t readahead_issued = 0;
+  uint64_t readahead_hits = 0;  // first demand read of a read-ahead block
+  uint64_t readahead_evicted_unused = 0;
+  // Hints (TIP).
+  uint64_t hint_calls = 0;
+  uint64_t hints_refused = 0;  // calls refused by a cap (EDQUOT / ENOBUFS)
+  std::array<uint64_t, kHintSourceCount> bytes_hinted{};     // per source, as disclosed
+  std::array<uint64_t, kHintSourceCount> blocks_consumed{};  // hinted accesses read, per source
+  std::array<double, kHintSourceCount> accuracy{};           // measured, per source (the discount)
+  uint64_t hinted_prefetched = 0;                            // blocks fetched for hints
+  uint64_t hinted_used = 0;                                  // of those, read on demand
+  uint64_t hinted_evicted_unused = 0;                        // of those, evicted before any read
+  uint64_t hinted_cancelled = 0;  // hinted accesses dropped by cancel, epoch or retirement
+  uint64_t hinted_skipped = 0;    // hinted accesses passed over by the reader
+  uint64_t hinted_ejected = 0;    // hinted blocks given up for a better use (TIP decision)
+  uint64_t shared_consumed = 0;   // hinted accesses of a shared stream read by a descendant
+  // Tainted speculative hints: bytes trimmed by the budget, and the most ever outstanding.
+  uint64_t tainted_trimmed_bytes = 0;
+  uint64_t tainted_outstanding_max_bytes = 0;
+  uint64_t outstanding_tainted_bytes = 0;  // gauge
+  uint64_t warmup_prefetched = 0;
+  uint64_t streams_active = 0;
+  uint64_t streams_retired = 0;  // stopped matching, or idle
+  uint64_t outstanding_hinted_bytes = 0;
+  uint64_t expanded_hint_accesses = 0;  // per-block hint metadata held (bounded, see the .cc)
+  // Speculative readers.
+  uint64_t spec_reads = 0;
+  uint64_t spec_hits = 0;
+  uint64_t spec_eagain = 0;
+  // Writes and evictions.
+  uint64_t write_blocks_updated = 0;
+  uint64_t write_blocks_dropped = 0;
+  uint64_t evictions = 0;
+  uint64_t fetch_errors = 0;
+  // Buffers (gauges): the LRU part, hinted (held by hints or in flight for them), evict-first,
+  // in flight for demand or read-ahead.
+  uint64_t capacity_blocks = 0;
+  uint64_t block_size = 0;
+  uint64_t lru_buffers = 0;
+  uint64_t hinted_buffers = 0;
+  uint64_t evict_first_buffers = 0;
+  uint64_t fetching_buffers = 0;
+  // The TIP model's current estimates.
+  double prefetch_horizon = 0;  // P of the busiest stream (or of a reader with T_cpu = 0)
+  double t_hit_nanos = 0;
+  double t_driver_nanos = 0;
+  std::vector<double> t_disk_nanos;  // per disk
+  double lru_marginal_hit_ratio = 0;
+};
+
+}  // namespace tipfs::cache

@@ -1,0 +1,100 @@
+// TipEvents: what the cache's data path measures for the TIP manager, and the estimators those
+// measurements feed (T_cpu per reader, T_hit, T_driver, T_disk per disk, the LRU queue's marginal
+// hits). The data path records; the manager reads. Recording never takes a lock the manager
+// holds across a decision: it is either an atomic add or a short critical section on this
+// object's own mutex, which is a leaf (nothing is locked under it).
+//
+// Thread-safety: every method may be called from any thread, under any cache lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/tip_model.h"
+#include "util/mutex.h"
+
+namespace tipfs::cache {
+
+// Per reading process (tgid): the gap between the end of one of its reads and the start of the
+// next is its compute time (TIP's T_cpu, per block access). A read in flight holds a shared
+// pointer and stamps its end without any lock.
+struct ReaderTiming {
+  uint32_t tgid = 0;
+  // Changed only under TipEvents::mu_ (a lock the analysis cannot name from here).
+  Ewma cpu_per_access{0.125, 0};  // nanoseconds per block access
+  int64_t last_start_ns = 0;
+  std::atomic<int64_t> last_end_ns{0};
+};
+
+// What one read did to the LRU queue: the LRU accesses it made (hits on LRU blocks and misses),
+// how many of the hits fell in the queue's tail window, and how many misses were ghost hits.
+struct LruEvents {
+  uint32_t accesses = 0;
+  uint32_t tail_hits = 0;
+  uint32_t ghost_hits = 0;
+};
+
+class TipEvents {
+ public:
+  TipEvents(uint32_t disk_count, double initial_disk_nanos);
+  TipEvents(const TipEvents&) = delete;
+  TipEvents& operator=(const TipEvents&) = delete;
+
+  // ---- Recorded by the data path ----
+  // A demand read by `tgid` starting at `now` that touches `accesses` blocks. Returns the
+  // reader's timing, for ReadFinished.
+  std::shared_ptr<ReaderTiming> ReadStarted(uint32_t tgid, int64_t now, uint64_t accesses);
+  static void ReadFinished(ReaderTiming* reader, int64_t end_ns) {
+    if (reader != nullptr) reader->last_end_ns.store(end_ns, std::memory_order_relaxed);
+  }
+  void RecordLru(int64_t now, const LruEvents& events);
+  // A read served from memory: `nanos` of service for `blocks` block accesses (T_hit).
+  void RecordHit(int64_t nanos, uint64_t blocks) {
+    hit_nanos_sum_.fetch_add(nanos, std::memory_order_relaxed);
+    hit_blocks_sum_.fetch_add(blocks, std::memory_order_relaxed);
+  }
+  // CPU time spent issuing one disk read (T_driver).
+  void RecordDriver(int64_t nanos) {
+    driver_nanos_sum_.fetch_add(nanos, std::memory_order_relaxed);
+    driver_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // A read of disk `disk` submitted at `submit_ns` completed successfully at `complete_ns`.
+  void RecordFetchDone(uint32_t disk, int64_t submit_ns, int64_t complete_ns);
+
+  // ---- Read by the manager ----
+  // T_cpu of `tgid` (0 when it never read), whether it was measured, its last read's start.
+  double CpuNanos(uint32_t tgid) const;
+  bool HasCpuSample(uint32_t tgid) const;
+  int64_t LastStartNanos(uint32_t tgid) const;
+  double HitNanos() const;
+  double DriverNanos() const;
+  double DiskNanos(uint32_t disk) const;
+  double MeanDiskNanos() const;
+  double SlowestDiskNanos() const;
+  std::vector<double> AllDiskNanos() const;
+  double LruMarginalHitsPerSecond(int64_t now, uint64_t tail_buffers, uint64_t ghost_slots) const;
+  double LruMarginalHitRatio(int64_t now, uint64_t tail_buffers, uint64_t ghost_slots) const;
+
+ private:
+  void FoldCpuSamples() const REQUIRES(mu_);
+
+  const uint32_t disk_count_;
+
+  mutable Mutex mu_;  // a leaf: nothing is locked under it
+  std::unordered_map<uint32_t, std::shared_ptr<ReaderTiming>> readers_ GUARDED_BY(mu_);
+  std::vector<DiskServiceEstimator> disks_ GUARDED_BY(mu_);
+  LruMarginalEstimator lru_marginal_ GUARDED_BY(mu_);
+  // Folded from the sums below whenever they are read.
+  mutable Ewma t_hit_ GUARDED_BY(mu_){0.125, 0};
+  mutable Ewma t_driver_ GUARDED_BY(mu_){0.125, 0};
+
+  mutable std::atomic<int64_t> hit_nanos_sum_{0};
+  mutable std::atomic<uint64_t> hit_blocks_sum_{0};
+  mutable std::atomic<int64_t> driver_nanos_sum_{0};
+  mutable std::atomic<uint64_t> driver_count_{0};
+};
+
+}  // namespace tipfs::cache

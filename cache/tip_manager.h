@@ -1,0 +1,222 @@
+// TipManager: the decision half of the cache (TIP, Patterson et al., SOSP 1995; TIP2, Tomkins,
+// Patterson and Gibson, SIGMETRICS 1997). It owns the hint streams, their owners' caps, the
+// accuracy of each source, the read-ahead runs of unhinted readers and every decision about
+// buffers: which hinted or read-ahead block to prefetch, which buffer to take for it, which
+// hinted block to give up. The data path (FileCache) owns blocks, buffers and fetches; it never
+// runs a decision. It records what it measures in TipEvents, consumes hints synchronously
+// through OnDemandRead, and calls Wake(), which is wait-free.
+//
+// Decisions run on the manager's own thread (CacheOptions::manager_thread), woken by reads,
+// completions, hints and cancels; or, for deterministic tests on a FakeClock, inline on the
+// thread whose call woke the manager, after that call has released the data path's locks.
+// Prefetches leave the manager only through FileCache::IssuePrefetch.
+//
+// Locks, outermost first (docs/DESIGN.md "The cache's two halves"):
+//   TipManager::mu_   streams, owners, caps, accuracy, read-ahead runs, counters. Held for one
+//                     decision (not a whole round), for a hint call, or for the O(1)-per-block
+//                     consumption of one read, so a read waits for at most one decision.
+//   FileCache::mu_    the block table; the manager takes it inside mu_, never the reverse.
+//   TipEvents::mu_    a leaf.
+// Nothing is locked across a disk submission, a wait or a caller's callback.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/block_table.h"
+#include "cache/cache_types.h"
+#include "cache/file_cache.h"
+#include "cache/hint_stream.h"
+#include "cache/tip_events.h"
+#include "cache/tip_model.h"
+#include "util/clock.h"
+#include "util/mutex.h"
+#include "util/status.h"
+
+namespace tipfs::cache {
+
+class TipManager {
+ public:
+  // REQUIRES: cache and clock outlive the manager. Start() starts the thread (when
+  // options.manager_thread); the destructor stops it.
+  TipManager(FileCache* cache, Clock* clock, uint32_t block_size, uint32_t disk_count,
+             const CacheOptions& options);
+  ~TipManager();
+  TipManager(const TipManager&) = delete;
+  TipManager& operator=(const TipManager&) = delete;
+
+  void Start();
+  void Stop();  // joins the thread; later Wake()s only set the flag
+
+  // ---- Called by the data path ----
+  TipEvents* events() { return &events_; }
+  // Asks for a round of decisions. Wait-free: an atomic flag, and a futex wake only when the
+  // manager sleeps. May be called under any cache lock.
+  void Wake();
+  // In inline mode, runs the rounds that Wake() asked for on this thread (no-op with a thread,
+  // and when this thread is already inside a round). REQUIRES: no cache lock held.
+  void RunIfInline();
+  // A demand read by `tgid` of [offset, offset + length) of `ino`, after the data path looked
+  // its blocks up: consumes the hinted accesses it matches (releasing their holds) and feeds the
+  // process's read-ahead run. REQUIRES: FileCache::mu_ not held.
+  void OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
+                    uint64_t file_size, int64_t now);
+  // A read by a speculating process: its range becomes a speculative hint.
+  void OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
+                         uint64_t file_size, int64_t now);
+  // The file is going away: its hinted accesses are dropped. REQUIRES: FileCache::mu_ not held.
+  void DropInode(uint64_t ino);
+
+  // ---- Public entry points (FileCache forwards) ----
+  Status Hint(const HintBatch& batch);
+  Status Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool tainted_only);
+  void CancelProcess(uint32_t owner);
+  Status ShareStream(uint64_t stream, uint32_t owner, bool shared);
+  void ForgetSharer(uint32_t owner);
+  StreamInfo QueryStream(uint64_t stream) const;
+  // Applies the manager's changeable options; drops every hint when hints become ignored.
+  void SetOptions(const CacheOptions& options);
+  // Fills the manager's counters and estimates into *stats.
+  void FillStats(CacheStats* stats) const;
+
+ private:
+  struct OwnerState {
+    uint64_t bytes = 0;             // outstanding hinted bytes of all its streams
+    uint64_t segments = 0;          // and their segments
+    uint64_t tainted_bytes = 0;     // of `bytes`, tainted speculative ones
+    std::vector<uint64_t> streams;  // ids of its reader streams (matched against its reads)
+    std::vector<uint64_t> warmups;  // ids of its warm-up streams
+  };
+  // Per reading process: its sequential runs, which drive read-ahead.
+  struct ReadaheadState {
+    struct Run {
+      uint64_t ino = 0;
+      uint64_t next_offset = 0;  // where a sequential continuation starts
+      uint64_t last_block = 0;   // last block the run read
+      uint64_t seq_bytes = 0;    // bytes read sequentially so far
+      uint64_t ra_next = 0;      // first block read-ahead has not issued yet
+      uint64_t file_size = 0;
+      int64_t used_ns = 0;
+      bool wanted = false;  // read-ahead has blocks to issue (the next round issues them)
+    };
+    static constexpr size_t kRuns = 8;
+    std::array<Run, kRuns> runs;
+    size_t run_count = 0;
+    int64_t last_ns = 0;
+  };
+  // How hinted accesses left a stream: read by the hinter, passed over by its reads, cancelled
+  // (cancel call, new epoch, retirement), or dropped because their file was removed.
+  enum class Release { kConsumed, kDropped, kCancelled, kRemoved };
+  struct Ejection {
+    HintStream* stream = nullptr;
+    size_t index = 0;
+    double cost = 0;
+  };
+
+  // The thread and the rounds (tip_manager.cc).
+  void ThreadLoop();
+  void RunRound() EXCLUDES(mu_);
+  // One decision: true when it issued or gave up something, so another may follow.
+  bool DecideOnce() REQUIRES(mu_, cache_->mu_);
+
+  // All below run with mu_ and FileCache::mu_ held, unless said otherwise.
+  double AppNanos(const HintStream* s) const
+      REQUIRES(mu_, cache_->mu_);  // T_cpu + T_hit + T_driver of its reader
+  double AccessRate(const HintStream* s, int64_t now) const
+      REQUIRES(mu_, cache_->mu_);  // accesses per second (TIP2)
+  // Whether a stream with this horizon is limited by the disks (prefetch_idle_disks applies).
+  bool ArrayIsTheBottleneck(double horizon) const REQUIRES(mu_, cache_->mu_);
+  // *beyond_horizon: the access is past its horizon, valued for an idle disk (see the .cc).
+  double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const
+      REQUIRES(mu_, cache_->mu_);
+  double LruCostRate(int64_t now) const REQUIRES(mu_, cache_->mu_);
+  Ejection CheapestEjection(const HintStream* exclude, int64_t now) const
+      REQUIRES(mu_, cache_->mu_);
+  void Eject(const Ejection& e) REQUIRES(mu_, cache_->mu_);
+  // `spare_only`: take only a free buffer, an evict-first block or an LRU tail without marginal
+  // hits (for prefetches beyond the horizon on idle disks).
+  bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
+                           bool spare_only) REQUIRES(mu_, cache_->mu_);
+  // Gives up buffers until the table is within capacity (a demand read may overshoot).
+  void EnforceCapacity(int64_t now) REQUIRES(mu_, cache_->mu_);
+  size_t NextCandidate(HintStream* s) REQUIRES(mu_, cache_->mu_);
+  void ExpandStream(HintStream* s, size_t count) REQUIRES(mu_, cache_->mu_);
+  uint64_t ExpansionBudget() const REQUIRES(mu_, cache_->mu_);
+  void Hold(HintedAccess* a, Block* b) REQUIRES(mu_, cache_->mu_);
+  void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, cache_->mu_);
+  void RunWarmups(int64_t now) REQUIRES(mu_, cache_->mu_);
+  void RunReadahead(int64_t now) REQUIRES(mu_, cache_->mu_);
+
+  // Streams (tip_streams.cc). FileCache::mu_ is held too where a stream releases holds
+  // (MutateStream and what calls it).
+  template <typename Fn>
+  void MutateStream(HintStream* s, Release how, Fn fn) REQUIRES(mu_, cache_->mu_);
+  // The same for callers outside tip_streams.cc, where the template is defined.
+  void MutateStreamWith(HintStream* s, Release how, const std::function<void(StreamRelease*)>& fn)
+      REQUIRES(mu_, cache_->mu_);
+  void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as)
+      REQUIRES(mu_, cache_->mu_);
+  // The part of `segments` (tainted speculative hints of an owner with `owner_tainted` bytes
+  // outstanding) that fits the tainted budgets; counts what is trimmed.
+  std::vector<HintSegment> TrimToTaintedBudget(uint64_t owner_tainted,
+                                               const std::vector<HintSegment>& segments)
+      REQUIRES(mu_);
+  Status AppendHints(uint64_t stream, uint32_t owner, HintSource source, uint32_t epoch,
+                     const std::vector<HintSegment>& segments, int64_t now) REQUIRES(mu_);
+  void DeleteStream(uint64_t id, bool warmup, Release how) REQUIRES(mu_, cache_->mu_);
+  void RetireIdleStreams(int64_t now) REQUIRES(mu_, cache_->mu_);
+  bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now)
+      REQUIRES(mu_, cache_->mu_);
+  // Stream sharing (stream_sharing.cc). The shared streams of the reader itself and of
+  // ctx.shared_owner, matched in any order.
+  bool MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
+                          int64_t now) REQUIRES(mu_, cache_->mu_);
+  bool IsShared(uint64_t stream) const REQUIRES(mu_) {
+    return !shared_streams_.empty() && shared_streams_.contains(stream);  // no hash when unused
+  }
+  void TrackRun(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, uint64_t file_size,
+                bool matched, int64_t now) REQUIRES(mu_);
+
+  // Constant after construction.
+  FileCache* const cache_;
+  Clock* const clock_;
+  const uint32_t block_size_;
+  const uint32_t disk_count_;
+  TipEvents events_;
+
+  mutable Mutex mu_;
+  CacheOptions options_ GUARDED_BY(mu_);  // the manager's view of the options
+  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> streams_
+      GUARDED_BY(mu_);  // matched against reads
+  std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_
+      GUARDED_BY(mu_);  // prefetched in order
+  std::unordered_map<uint32_t, OwnerState> owners_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, uint32_t> shared_streams_
+      GUARDED_BY(mu_);  // stream id -> owner (ShareStream)
+  std::unordered_map<uint32_t, ReadaheadState> readahead_ GUARDED_BY(mu_);
+  uint64_t global_hinted_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t global_tainted_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t global_segments_ GUARDED_BY(mu_) = 0;
+  // Hinted accesses expanded from segments in all streams (about 80 bytes each): the manager
+  // stops expanding beyond ExpansionBudget(), so many streams cannot multiply the metadata.
+  uint64_t expanded_accesses_ GUARDED_BY(mu_) = 0;
+  std::array<AccuracyEstimator, kHintSourceCount> accuracy_ GUARDED_BY(mu_);
+  CacheStats counters_ GUARDED_BY(mu_);  // the fields the manager counts (FillStats copies them)
+  int64_t last_idle_check_ns_ GUARDED_BY(mu_) = 0;
+
+  // The thread and its wake-up (no lock: see Wake()).
+  std::atomic<bool> pending_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stopping_{false};
+  const bool threaded_;  // options.manager_thread
+  std::thread thread_;
+};
+
+}  // namespace tipfs::cache
