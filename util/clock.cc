@@ -15,6 +15,12 @@ int64_t SystemClock::NowNanos() const {
   return int64_t{ts.tv_sec} * kNanosPerSecond + ts.tv_nsec;
 }
 
+int64_t SystemClock::ThreadCpuNanos() const {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * kNanosPerSecond + ts.tv_nsec;
+}
+
 SystemClock* SystemClock::Default() {
   static SystemClock* clock = new SystemClock();  // never destroyed: used until exit
   return clock;

@@ -18,6 +18,10 @@ class Clock {
   virtual ~Clock() = default;
   // Monotonic nanoseconds since an arbitrary origin.
   virtual int64_t NowNanos() const = 0;
+  // CPU time of the calling thread, for costs defined as CPU time (TIP's T_hit, T_driver): unlike
+  // wall time it does not grow while the thread is preempted on a busy machine. A FakeClock
+  // returns NowNanos(), so on it CPU work takes no time, as everything else.
+  virtual int64_t ThreadCpuNanos() const { return NowNanos(); }
   // Calls fn once, at or after `deadline_ns`, never from inside RunAt itself (so the caller may
   // hold its locks). Waiting sleeps; it never spins.
   virtual void RunAt(int64_t deadline_ns, std::function<void()> fn) = 0;
@@ -61,6 +65,7 @@ class SystemClock : public Clock, private TimerHeap {
   SystemClock& operator=(const SystemClock&) = delete;
 
   int64_t NowNanos() const override;
+  int64_t ThreadCpuNanos() const override;
   void RunAt(int64_t deadline_ns, std::function<void()> fn) override;
 
   // The process-wide instance.
