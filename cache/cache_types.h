@@ -50,6 +50,14 @@ struct CacheOptions {
   // fall unevenly on the disks; without this a disk that is locally ahead idles and later stalls
   // the reader. false: exactly the paper's horizon. Changeable.
   bool prefetch_idle_disks = true;
+  // Beyond the TIP paper, for arrays: the horizon counts the fetches queued ahead on the
+  // access's disk. TIP's P = T_disk / T_app assumes no disk congestion (Patterson et al., SOSP
+  // 1995, the system model of section 4); on D disks with accesses placed at random, P accesses
+  // ahead collide on one disk most of the time (3 on 4 disks: 62 %) and the reader waits behind its
+  // own prefetches. With q prefetches queued on its disk a fetch issued now completes after about
+  // (q + 1) T_disk and is needed after x T_app, so it must be issued now when x <= (q + 1) P.
+  // false: every access uses the paper's horizon x <= P. Changeable.
+  bool queue_aware_horizon = true;
   // T_disk assumed for a disk until its first completion is measured. Fixed at mount.
   int64_t initial_disk_nanos = 5'000'000;
   // Where the TIP manager's decisions run: on its own thread, woken by reads and completions

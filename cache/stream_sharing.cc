@@ -3,6 +3,8 @@
 // which hints"). A loader discloses its epoch's order on a shared stream and its worker
 // processes, each reading its own batches at once, consume it in any order. Runs under mu_ and
 // FileCache::mu_ (REQUIRES: both held) except the public entry points, which take them.
+#include <algorithm>
+
 #include "cache/file_cache.h"
 #include "cache/tip_manager.h"
 
@@ -21,19 +23,20 @@ Status TipManager::ShareStream(uint64_t stream, uint32_t owner, bool shared) {
   }
   if (shared_streams_.contains(stream)) return Status::OK();
   size_t marks = 0;
-  for (const auto& [id, by] : shared_streams_) marks += by == owner;
+  for (const auto& [id, by] : shared_streams_) marks += by.owner == owner;
   if (marks >= kMaxSharedPerOwner) {
     return Status::FromErrno(EDQUOT, "a process may share at most " +
                                          std::to_string(kMaxSharedPerOwner) + " hint streams");
   }
-  shared_streams_.emplace(stream, owner);
+  shared_streams_.emplace(stream, SharedStream{owner, {}});
   return Status::OK();
 }
 
 void TipManager::ForgetSharer(uint32_t owner) {
   {
     MutexLock lock(&mu_);
-    std::erase_if(shared_streams_, [owner](const auto& entry) { return entry.second == owner; });
+    std::erase_if(shared_streams_,
+                  [owner](const auto& entry) { return entry.second.owner == owner; });
   }
   CancelProcess(owner);
 }
@@ -66,6 +69,7 @@ bool TipManager::MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64
         p->consumed = r->consumed.size();
       });
       if (owner != reader) counters_.shared_consumed += m.consumed;
+      if (m.consumed > 0) NoteConsumer(id, reader);
       if (m.result == HintStream::MatchResult::kMatched) break;
       neutral |= m.result == HintStream::MatchResult::kNeutral;
       if (m.stream->retire_due()) retire.push_back(id);
@@ -77,6 +81,35 @@ bool TipManager::MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64
     ++counters_.streams_retired;
   }
   return neutral || m.result == HintStream::MatchResult::kMatched;
+}
+
+void TipManager::NoteConsumer(uint64_t stream, uint32_t reader) {
+  auto it = shared_streams_.find(stream);
+  if (it == shared_streams_.end()) return;
+  std::vector<uint32_t>& consumers = it->second.consumers;
+  if (consumers.size() < kMaxConsumers &&
+      std::find(consumers.begin(), consumers.end(), reader) == consumers.end()) {
+    consumers.push_back(reader);
+  }
+}
+
+std::optional<double> TipManager::SharedAppNanos(const HintStream* s) const {
+  if (!IsShared(s->id())) return std::nullopt;
+  const std::vector<uint32_t>& consumers = shared_streams_.at(s->id()).consumers;
+  // The consumers that read within the idle grace of the latest one work side by side (a
+  // DataLoader's workers): each spends T_cpu + T_hit + T_driver per access, so together they
+  // consume one access per that divided by their number.
+  int64_t latest = 0;
+  for (uint32_t c : consumers) latest = std::max(latest, events_.LastStartNanos(c));
+  double per_access = 0;
+  int active = 0;
+  for (uint32_t c : consumers) {
+    if (!events_.HasCpuSample(c) || latest - events_.LastStartNanos(c) > kIdleGraceNanos) continue;
+    per_access += events_.CpuNanos(c) + events_.HitNanos() + events_.DriverNanos();
+    ++active;
+  }
+  if (active == 0) return std::nullopt;
+  return per_access / active / active;
 }
 
 }  // namespace tipfs::cache

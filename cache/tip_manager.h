@@ -133,6 +133,9 @@ class TipManager {
       REQUIRES(mu_, cache_->mu_);  // accesses per second (TIP2)
   // Whether a stream with this horizon is limited by the disks (prefetch_idle_disks applies).
   bool ArrayIsTheBottleneck(double horizon) const REQUIRES(mu_, cache_->mu_);
+  // Access `index`'s distance x = index + 1 per fetch queued on `disk`, counting its own:
+  // x / (q + 1) (x without queue_aware_horizon). It is due when this is <= P.
+  double QueueDistance(size_t index, uint32_t disk) const REQUIRES(mu_, cache_->mu_);
   // *beyond_horizon: the access is past its horizon, valued for an idle disk (see the .cc).
   double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const
       REQUIRES(mu_, cache_->mu_);
@@ -198,8 +201,22 @@ class TipManager {
   std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_
       GUARDED_BY(mu_);  // prefetched in order
   std::unordered_map<uint32_t, OwnerState> owners_ GUARDED_BY(mu_);
-  std::unordered_map<uint64_t, uint32_t> shared_streams_
-      GUARDED_BY(mu_);  // stream id -> owner (ShareStream)
+  // A shared stream's owner (a loader) never reads it: its pace is its consumers' (workers').
+  struct SharedStream {
+    uint32_t owner = 0;
+    std::vector<uint32_t> consumers;  // the processes that consumed from it, at most kMaxConsumers
+  };
+  static constexpr size_t kMaxConsumers = 64;
+  // A stream whose reader has done nothing for longer than this (and 4 of its usual gaps) is
+  // valued at the rate its idleness implies, not its last measured rate.
+  static constexpr int64_t kIdleGraceNanos = 100 * kNanosPerMilli;
+  void NoteConsumer(uint64_t stream, uint32_t reader) REQUIRES(mu_);
+  std::unordered_map<uint64_t, SharedStream> shared_streams_
+      GUARDED_BY(mu_);  // stream id -> owner and consumers (ShareStream)
+  // T_app of a shared stream: what one access of the stream costs its consumers together, or
+  // nullopt before one of them has a measured pace.
+  std::optional<double> SharedAppNanos(const HintStream* s) const REQUIRES(mu_);
+  int64_t LastStartNanos(const HintStream* s) const REQUIRES(mu_);
   std::unordered_map<uint32_t, ReadaheadState> readahead_ GUARDED_BY(mu_);
   uint64_t global_hinted_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t global_tainted_bytes_ GUARDED_BY(mu_) = 0;

@@ -4,7 +4,10 @@
 // T_cpu set by how far the test advances the clock between reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +86,29 @@ void ReadDescending(CacheRig& rig, uint32_t pid, uint64_t ino, const std::string
   for (uint64_t b = data.size() / kBlock; b-- > 0;) {
     rig.clock.Advance(gap);
     ASSERT_EQ(rig.ReadWaiting(Reader(pid), ino, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock))
+        << "block " << b;
+  }
+}
+
+// One whole-block segment per entry of `blocks`, in that order, on stream (and owner) `stream`.
+HintBatch InOrder(uint64_t stream, uint64_t ino, const std::vector<uint64_t>& blocks,
+                  uint64_t file_size) {
+  HintBatch b;
+  b.stream = stream;
+  b.owner = static_cast<uint32_t>(stream);
+  for (uint64_t block : blocks)
+    b.extents.push_back(HintExtent{ino, block * kBlock, kBlock, file_size});
+  return b;
+}
+
+// Process `pid` reads `blocks` of `ino` in that order, computing `gap` before each, and checks
+// every byte.
+void ReadInOrder(CacheRig& rig, uint32_t pid, uint64_t ino, const std::string& data,
+                 const std::vector<uint64_t>& blocks, int64_t gap) {
+  for (uint64_t b : blocks) {
+    rig.clock.Advance(gap);
+    EXPECT_EQ(rig.ReadWaiting(Reader(pid), ino, b * kBlock, kBlock, data.size()),
               data.substr(b * kBlock, kBlock))
         << "block " << b;
   }
@@ -190,6 +216,7 @@ TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
   Emulated emu;
   CacheOptions options = TestOptions(256);
   options.prefetch_idle_disks = false;  // the paper's model exactly (see the test after this one)
+  options.queue_aware_horizon = false;
   CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
   const std::string warm = WriteRaw(rig, 2, 8, 2);
   const std::string data = WriteRaw(rig, 1, 64, 3);
@@ -233,6 +260,7 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
     CacheOptions options = TestOptions(256);
     options.max_prefetches_per_disk = 1;
     options.prefetch_idle_disks = idle_disks;
+    options.queue_aware_horizon = false;  // idle disks alone (queues: the next test)
     CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
     const std::string warm = WriteRaw(rig, 2, 8, 2);
     const std::string data = WriteRaw(rig, 1, 256, 3);
@@ -250,20 +278,11 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
       }
       for (size_t i = 0; i < 6; ++i) order.insert(order.end(), {picked[0][i], picked[1][i]});
     }
-    HintBatch batch;
-    batch.stream = 100;
-    batch.owner = 100;
-    for (uint64_t b : order)
-      batch.extents.push_back(HintExtent{1, b * kBlock, kBlock, data.size()});
     const CacheStats before = rig.cache->Stats();
-    EXPECT_TRUE(rig.cache->Hint(batch).ok());
+    EXPECT_TRUE(rig.cache->Hint(InOrder(100, 1, order, data.size())).ok());
     Outcome out;
     out.far_block_fetched_at_hint = rig.cache->Contains(1, order[12]);
-    for (uint64_t b : order) {
-      rig.clock.Advance(2 * kMs);
-      EXPECT_EQ(rig.ReadWaiting(Reader(100), 1, b * kBlock, kBlock, data.size()),
-                data.substr(b * kBlock, kBlock));
-    }
+    ReadInOrder(rig, 100, 1, data, order, 2 * kMs);
     const CacheStats after = rig.cache->Stats();
     EXPECT_EQ(after.hinted_used - before.hinted_used, 24u);
     out.stall = after.stall_nanos - before.stall_nanos;
@@ -274,6 +293,103 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
   EXPECT_FALSE(paper.far_block_fetched_at_hint);
   EXPECT_TRUE(array.far_block_fetched_at_hint);
   EXPECT_LT(array.stall, paper.stall);
+}
+
+// A reader that the array outpaces (P = 10 ms / 4 ms = 2.5 on 4 disks), its accesses placed on
+// the disks at random as a shuffled data set's are: with the paper's horizon two or three
+// prefetches collide on one disk most of the time and the reader waits behind its own
+// prefetches. Counting the fetches queued on each access's disk (queue_aware_horizon) issues the
+// second and third access of one disk earlier, and the reader stalls less.
+TEST(TipTest, QueuedDisksPrefetchDeeperThanThePaperHorizon) {
+  struct Outcome {
+    bool third_on_one_disk_fetched_at_hint = false;
+    uint64_t stall = 0;
+    uint64_t used = 0;
+  };
+  const auto run = [](bool queue_aware) {
+    Emulated emu;
+    CacheOptions options = TestOptions(256);
+    options.queue_aware_horizon = queue_aware;
+    CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+    const std::string data = WriteRaw(rig, 1, 1024, 3);
+    const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(1, b * kBlock); };
+    std::vector<uint64_t> on_disk[4];
+    for (uint64_t b = 0; b < 1024; ++b) on_disk[disk_of(b)].push_back(b);
+    std::mt19937 rng(7);
+    for (std::vector<uint64_t>& blocks : on_disk) std::shuffle(blocks.begin(), blocks.end(), rng);
+    // Teach the cache every disk's T_disk (10 ms) and this reader's pace: T_cpu = 4 ms, P = 2.5.
+    size_t next[4] = {0, 0, 0, 0};
+    for (uint32_t d = 0; d < 4; ++d) {
+      rig.clock.Advance(4 * kMs);
+      const uint64_t b = on_disk[d][next[d]++];
+      EXPECT_EQ(rig.ReadWaiting(Reader(100), 1, b * kBlock, kBlock, data.size()),
+                data.substr(b * kBlock, kBlock));
+    }
+    // Three accesses on one disk first, then 197 on disks drawn at random (a fixed seed).
+    std::vector<uint64_t> order;
+    for (int i = 0; i < 200; ++i) {
+      const uint32_t d = i < 3 ? 0 : static_cast<uint32_t>(rng() % 4);
+      order.push_back(on_disk[d][next[d]++]);
+    }
+    const CacheStats before = rig.cache->Stats();
+    EXPECT_TRUE(rig.cache->Hint(InOrder(100, 1, order, data.size())).ok());
+    Outcome out;
+    out.third_on_one_disk_fetched_at_hint = rig.cache->Contains(1, order[2]);
+    ReadInOrder(rig, 100, 1, data, order, 4 * kMs);
+    const CacheStats after = rig.cache->Stats();
+    out.used = after.hinted_used - before.hinted_used;
+    out.stall = after.stall_nanos - before.stall_nanos;
+    return out;
+  };
+  const Outcome paper = run(false);
+  const Outcome queued = run(true);
+  EXPECT_FALSE(paper.third_on_one_disk_fetched_at_hint);  // x = 3 > P
+  EXPECT_TRUE(queued.third_on_one_disk_fetched_at_hint);  // x / (q + 1) = 3 / 3 <= P
+  EXPECT_EQ(paper.used, 200u);
+  EXPECT_EQ(queued.used, 200u);
+  EXPECT_LT(queued.stall, paper.stall);
+  std::printf("stall over 200 accesses: paper horizon %.1f ms, queue-aware %.1f ms\n",
+              static_cast<double>(paper.stall) / kMs, static_cast<double>(queued.stall) / kMs);
+}
+
+// A loader shares its order with its workers (TIPFS_IOC_SHARE) and never reads itself: the
+// stream's T_app is its consumers', together. One worker computing 4 ms per block paces it at
+// P = 10 / 4; two side by side consume one block per 2 ms, P = 10 / 2.
+TEST(TipTest, ASharedStreamIsPacedByItsConsumers) {
+  Emulated emu;
+  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
+  const std::string data = WriteRaw(rig, 2, 64, 21);
+  ReadDescending(rig, 300, 2, data, 1 * kMs);  // every disk measured at 10 ms; all cached
+  for (double t : rig.cache->Stats().t_disk_nanos) ASSERT_DOUBLE_EQ(t, 10.0 * kMs);
+  constexpr uint32_t kLoader = 100;
+  constexpr uint64_t kStream = (uint64_t{kLoader} << 32) | 1;
+  ASSERT_TRUE(rig.cache->ShareStream(kStream, kLoader, true).ok());
+  HintBatch batch = Reverse(kStream, 2, 64);
+  batch.owner = kLoader;
+  ASSERT_TRUE(rig.cache->Hint(batch).ok());
+  // The loader has no pace of its own.
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(kStream).horizon, 256.0);
+  const auto worker = [](uint32_t pid) {
+    ReadContext c{pid, pid};
+    c.shared_owner = kLoader;
+    return c;
+  };
+  uint64_t b = 64;
+  for (int i = 0; i < 8; ++i) {
+    --b;
+    rig.clock.Advance(4 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(worker(201), 2, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+  }
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(kStream).horizon, 2.5);
+  for (int i = 0; i < 16; ++i) {
+    --b;
+    rig.clock.Advance(2 * kMs);
+    ASSERT_EQ(rig.ReadWaiting(worker(i % 2 == 0 ? 202 : 201), 2, b * kBlock, kBlock, data.size()),
+              data.substr(b * kBlock, kBlock));
+  }
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(kStream).horizon, 5.0);
+  EXPECT_EQ(rig.cache->Stats().shared_consumed, 24u);
 }
 
 TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
