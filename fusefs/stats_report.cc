@@ -76,6 +76,11 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
       {"hints.tainted.trimmed.bytes", double(s.tainted_trimmed_bytes), "counter",
        "Tainted speculative hinted bytes dropped by the tainted budget"},
       {"hints.horizon", s.prefetch_horizon, "gauge", "Prefetch horizon in block accesses"},
+      // The TIP manager's estimates (per disk T_disk: the JSON and Prometheus renderings).
+      {"hints.estimate.t_hit.seconds", s.t_hit_nanos / 1e9, "gauge",
+       "TIP's T_hit: CPU time to serve one cached block access"},
+      {"hints.estimate.t_driver.seconds", s.t_driver_nanos / 1e9, "gauge",
+       "TIP's T_driver: CPU time to issue and complete one disk fetch"},
       {"speculation.reads", double(s.spec_reads), "counter", "Reads by speculating processes"},
       {"speculation.hits", double(s.spec_hits), "counter", "Speculative reads served from memory"},
       {"speculation.eagain", double(s.spec_eagain), "counter",
@@ -149,6 +154,11 @@ std::string StatsReport::Text() const {
             FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i], s.accuracy[i]);
   }
   Appendf(&out,
+          "  estimates: T_hit %.1f us, T_driver %.1f us, T_disk ms per disk:", s.t_hit_nanos / 1e3,
+          s.t_driver_nanos / 1e3);
+  for (double t : s.t_disk_nanos) Appendf(&out, " %.2f", t / 1e6);
+  out += "\n";
+  Appendf(&out,
           "speculation: %zu attached, %" PRIu64 " reads, %" PRIu64 " hits, %" PRIu64
           " hinted instead (EAGAIN)\n",
           hints_->attached(), s.spec_reads, s.spec_hits, s.spec_eagain);
@@ -178,6 +188,9 @@ std::string StatsReport::Json() const {
             ",\"hints.%s.accuracy\":%.6g,",
             SourceName(i), s.bytes_hinted[i], SourceName(i), s.blocks_consumed[i], SourceName(i),
             s.accuracy[i]);
+  }
+  for (size_t d = 0; d < s.t_disk_nanos.size(); ++d) {
+    Appendf(&out, "\"hints.estimate.t_disk.disk%zu.seconds\":%.6g,", d, s.t_disk_nanos[d] / 1e9);
   }
   std::array<uint64_t, TICKER_ENUM_MAX> tickers = statistics_->Snapshot();
   for (uint32_t t = 0; t < TICKER_ENUM_MAX; ++t) {
@@ -210,6 +223,11 @@ std::string StatsReport::Prometheus() const {
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
     AppendPrometheusSample(&out, hinted, {{"source", SourceName(i)}},
                            static_cast<double>(s.bytes_hinted[i]));
+  }
+  const std::string t_disk = "tipfs_hints_estimate_t_disk_seconds";
+  AppendPrometheusHeader(&out, t_disk, "gauge", "TIP's T_disk: one fetch's service time, per disk");
+  for (size_t d = 0; d < s.t_disk_nanos.size(); ++d) {
+    AppendPrometheusSample(&out, t_disk, {{"disk", std::to_string(d)}}, s.t_disk_nanos[d] / 1e9);
   }
   out += statistics_->ToPrometheus();
   PerfBreakdown breakdown = Breakdown();

@@ -93,6 +93,12 @@ TEST_P(HintedReadsTest, HintedSmallFilesAreReadFromPrefetchedBlocks) {
   EXPECT_GE(after.Count("demand.hits"), blocks - blocks / 50) << after.raw;
   EXPECT_EQ(after.Count("hints.evicted_unused"), 0u) << after.raw;
   EXPECT_EQ(after.Count("hints.outstanding.bytes"), 0u) << after.raw;
+  // The manager's estimates are visible: T_disk measured on every disk, T_hit and T_driver.
+  for (size_t d = 0; d < after.disks.size(); ++d) {
+    EXPECT_GT(after.Get("hints.estimate.t_disk.disk" + std::to_string(d) + ".seconds"), 0.0);
+  }
+  EXPECT_GE(after.Get("hints.estimate.t_hit.seconds"), 0.0);
+  EXPECT_GE(after.Get("hints.estimate.t_driver.seconds"), 0.0);
 }
 
 TEST_P(HintedReadsTest, IgnoredHintsAreCountedButPrefetchNothing) {
