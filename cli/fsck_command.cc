@@ -22,10 +22,10 @@ struct FsckArgs {
 int RunFsck(const FsckArgs& args) {
   fsck::FsckOptions options;
   options.disk = args.disk;
-  // A daemon that did not exit cleanly leaves its pid file on disk 0 (the label names disk 0).
-  if (Result<stripe::Label> label = stripe::ReadLabel(args.disk); label.ok()) {
+  // A daemon that did not exit cleanly leaves its pid file in the metadata directory.
+  if (Result<stripe::Label> label = stripe::IdentifyVolume(args.disk); label.ok()) {
     options.after_unclean_shutdown =
-        access(fusefs::PidFilePath(label->disk_paths[0]).c_str(), F_OK) == 0;
+        access(fusefs::PidFilePath(stripe::HomeDir(*label)).c_str(), F_OK) == 0;
   }
   options.check.repair = args.repair;
   options.check.report = [](const fsck::Problem& problem) {
@@ -58,7 +58,8 @@ Runner AddFsckCommand(CLI::App* app) {
   app->add_flag("--repair", args->repair,
                 "Fix what can be fixed safely (leaked and over-long objects, link counts, orphans, "
                 "unreachable inodes to /lost+found) and say what was done");
-  app->add_option("DISK", args->disk, "Any disk of an unmounted volume")->required();
+  app->add_option("DISK", args->disk, "Any disk of an unmounted volume, or its metadata directory")
+      ->required();
   return [args] { return RunFsck(*args); };
 }
 

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "fusefs/daemon.h"
+#include "stripe/disk_name.h"
 #include "util/units.h"
 
 namespace tipfs::cli {
@@ -27,6 +28,7 @@ struct MountArgs {
   std::string data_cache = "kernel";
   std::string disk_model = "none";
   std::string log_file = "/dev/null";
+  std::string rados_timeout = "30s";
 };
 
 // Absolute form of a path that may not exist (errors are reported later, naming the original).
@@ -41,7 +43,7 @@ std::string Absolute(const std::string& path) {
 
 Result<fusefs::MountOptions> ToOptions(const MountArgs& args) {
   fusefs::MountOptions options;
-  options.disk = Absolute(args.disk);
+  options.disk = stripe::IsRadosName(args.disk) ? args.disk : Absolute(args.disk);
   options.mountpoint = Absolute(args.mountpoint);
   options.foreground = args.foreground;
   options.allow_other = args.allow_other;
@@ -53,6 +55,12 @@ Result<fusefs::MountOptions> ToOptions(const MountArgs& args) {
   options.data_cache =
       args.data_cache == "direct" ? fusefs::DataCacheMode::kDirect : fusefs::DataCacheMode::kKernel;
   options.disk_model = args.disk_model;
+  Result<int64_t> timeout = ParseDurationNanos(args.rados_timeout);
+  if (!timeout.ok()) return timeout.status().WithContext("--rados-timeout");
+  if (*timeout <= 0) {
+    return Status::InvalidArgument("--rados-timeout " + args.rados_timeout + " must be positive");
+  }
+  options.rados_timeout_ns = *timeout;
   return options;
 }
 
@@ -128,7 +136,11 @@ Runner AddMountCommand(CLI::App* app) {
                   "Emulated disk timing: PROFILE[,key=value...] (see tipfs(8)); default none");
   app->add_flag("--allow-other", args->allow_other, "Let users other than the mounter in");
   app->add_option("--log", args->log_file, "Where the background daemon writes its messages");
-  app->add_option("DISK", args->disk, "Any disk of the volume")->required();
+  app->add_option("--rados-timeout", args->rados_timeout,
+                  "RADOS disks: how long one operation waits for the cluster before it fails "
+                  "with EIO (default 30s)");
+  app->add_option("DISK", args->disk, "Any disk of the volume, or its metadata directory")
+      ->required();
   app->add_option("MOUNTPOINT", args->mountpoint, "An existing, empty-of-mounts directory")
       ->required();
   return [args] { return RunMount(*args); };

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "fsck/fsck_internal.h"
+#include "stripe/disk_name.h"
 #include "stripe/striped_io.h"
 
 namespace tipfs::fsck {
@@ -44,6 +45,10 @@ const char* ProblemKindName(ProblemKind kind) {
       return "object-too-long";
     case ProblemKind::kObjectError:
       return "object-error";
+    case ProblemKind::kUnrecordedPart:
+      return "unrecorded-part";
+    case ProblemKind::kStalePartRecord:
+      return "stale-part-record";
   }
   return "unknown";
 }
@@ -160,38 +165,49 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// A damaged or missing label may be rewritten where the disk itself is still there: a
+// directory with its objects/, a pool namespace that opens.
+bool CanHoldLabel(const std::string& name, stripe::RadosConnections* rados) {
+  if (!stripe::IsRadosName(name)) return IsDirectory(name + "/objects");
+  Result<stripe::DiskName> parsed = stripe::ParseDiskName(name);
+  return parsed.ok() && rados->OpenNamespace(*parsed).ok();
+}
+
 // Checks every disk's label against the reference label (the disk named on the command line);
 // rewrites damaged or missing ones. Returns false when a label problem is left (the volume
 // cannot be opened then).
 bool CheckLabels(const stripe::Label& reference, const CheckOptions& options, CheckResult* result) {
   bool usable = true;
-  for (uint32_t i = 0; i < reference.disk_paths.size(); ++i) {
-    const std::string& path = reference.disk_paths[i];
-    const std::string disk = "disk " + std::to_string(i) + " (" + path + ")";
+  stripe::RadosConnections rados;
+  for (uint32_t i = 0; i < reference.disk_names.size(); ++i) {
+    const std::string& name = reference.disk_names[i];
+    const std::string disk = "disk " + std::to_string(i) + " (" + name + ")";
     Problem p;
     p.kind = ProblemKind::kLabel;
-    Result<stripe::Label> label = stripe::ReadLabel(path);
+    Result<stripe::Label> label = stripe::ReadLabel(name, &rados);
     if (label.ok()) {
       if (label->volume_uuid != reference.volume_uuid) {
         p.description = disk + ": its label belongs to volume " + label->volume_uuid;
       } else if (label->index != i) {
         p.description = disk + ": its label says index " + std::to_string(label->index);
       } else if (label->count != reference.count || label->stripe_unit != reference.stripe_unit ||
-                 label->disk_paths != reference.disk_paths ||
+                 label->disk_names != reference.disk_names ||
+                 label->meta_dir != reference.meta_dir ||
+                 label->rados_object_size != reference.rados_object_size ||
                  label->format_version != reference.format_version) {
         p.description = disk + ": its label disagrees with the others about the volume";
       } else {
         continue;
       }
     } else if ((label.error() == EUCLEAN || label.error() == ENOENT) &&
-               IsDirectory(path + "/objects")) {
+               CanHoldLabel(name, &rados)) {
       p.description = disk + ": " + label.status().message();
       p.repairable = true;
       p.repair = "label rewritten from the other disks'";
       if (options.repair) {
         stripe::Label fixed = reference;
         fixed.index = i;
-        Status written = stripe::WriteLabel(path, fixed);
+        Status written = stripe::WriteLabel(name, fixed, &rados);
         p.repaired = written.ok();
         if (!written.ok()) p.repair += " failed: " + written.ToString();
       }
@@ -204,11 +220,22 @@ bool CheckLabels(const stripe::Label& reference, const CheckOptions& options, Ch
   return usable;
 }
 
+// The label of the disk or metadata directory named on the command line, as written there.
+Result<stripe::Label> ReferenceLabel(const std::string& any_disk) {
+  Result<stripe::Label> label = stripe::ReadLabel(any_disk);
+  if (label.ok() || label.error() != ENOENT || stripe::IsRadosName(any_disk) ||
+      !IsDirectory(any_disk)) {
+    return label;
+  }
+  Result<stripe::Label> home = stripe::ReadHomeLabel(any_disk);
+  return home.ok() ? home : label;
+}
+
 }  // namespace
 
 CheckResult RunFsck(const FsckOptions& options) {
   CheckResult result;
-  Result<stripe::Label> reference = stripe::ReadLabel(options.disk);
+  Result<stripe::Label> reference = ReferenceLabel(options.disk);
   if (!reference.ok()) {
     result.error = reference.status().WithContext("cannot identify the volume");
     return result;
@@ -217,10 +244,14 @@ CheckResult RunFsck(const FsckOptions& options) {
 
   Result<std::unique_ptr<stripe::Volume>> volume = stripe::Volume::Open(options.disk, {});
   if (!volume.ok()) {
-    result.error = volume.status();
+    result.error =
+        volume.error() == EBUSY
+            ? Status::Busy("refusing to check a mounted volume: " + volume.status().message() +
+                           " (unmount it first)")
+            : volume.status();
     return result;
   }
-  const std::string meta_path = stripe::MetaPath(reference.value());
+  const std::string meta_path = stripe::MetaPath((*volume)->label());
   meta::MetaStoreOptions store_options;
   store_options.after_unclean_shutdown = options.after_unclean_shutdown;
   Result<std::unique_ptr<meta::MetaStore>> meta =

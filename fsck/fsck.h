@@ -34,23 +34,25 @@
 namespace tipfs::fsck {
 
 enum class ProblemKind : uint8_t {
-  kLabel,           // a disk's label is missing, damaged or disagrees
-  kStoreDamaged,    // the metadata store cannot be opened or read
-  kDamagedRecord,   // a record that does not decode
-  kSuperblock,      // inode counter or count wrong
-  kRoot,            // root directory's own record is wrong
-  kDanglingEntry,   // an entry in a missing directory or naming a missing inode
-  kEntryType,       // an entry's file type differs from its inode's
-  kDirectoryNames,  // a directory with more than one name, or an entry naming the root
-  kParentPointer,   // a directory's parent pointer differs from where it is named
-  kUnreachable,     // an inode that no path from the root reaches
-  kLinkCount,       // nlink differs from the names (and subdirectories) counted
-  kOrphan,          // unlinked inode whose data awaits reclamation (normal after a crash)
-  kStrayRecord,     // an orphan mark, symlink target or xattr of a missing or linked inode
-  kSymlinkTarget,   // a symlink without its target record
-  kLeakedObject,    // an object that belongs to no file
-  kObjectTooLong,   // an object longer than its file's share
-  kObjectError,     // an object or disk that cannot be read
+  kLabel,            // a disk's label is missing, damaged or disagrees
+  kStoreDamaged,     // the metadata store cannot be opened or read
+  kDamagedRecord,    // a record that does not decode
+  kSuperblock,       // inode counter or count wrong
+  kRoot,             // root directory's own record is wrong
+  kDanglingEntry,    // an entry in a missing directory or naming a missing inode
+  kEntryType,        // an entry's file type differs from its inode's
+  kDirectoryNames,   // a directory with more than one name, or an entry naming the root
+  kParentPointer,    // a directory's parent pointer differs from where it is named
+  kUnreachable,      // an inode that no path from the root reaches
+  kLinkCount,        // nlink differs from the names (and subdirectories) counted
+  kOrphan,           // unlinked inode whose data awaits reclamation (normal after a crash)
+  kStrayRecord,      // an orphan mark, symlink target or xattr of a missing or linked inode
+  kSymlinkTarget,    // a symlink without its target record
+  kLeakedObject,     // an object that belongs to no file
+  kObjectTooLong,    // an object longer than its file's share
+  kObjectError,      // an object or disk that cannot be read
+  kUnrecordedPart,   // a part of a RADOS disk's object that its head does not record
+  kStalePartRecord,  // a head's record of a part that does not exist
 };
 const char* ProblemKindName(ProblemKind kind);
 

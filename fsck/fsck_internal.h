@@ -43,6 +43,10 @@ InodeMap InodesOf(const meta::StoreScan& scan);
 void CheckObjects(stripe::Volume* volume, const InodeMap& inodes, bool repair, CheckResult* result,
                   const CheckOptions& options);
 
+// The parts of every RADOS disk's objects against their heads' records (fsck/rados_check.cc).
+void CheckRadosParts(stripe::Volume* volume, bool repair, CheckResult* result,
+                     const CheckOptions& options);
+
 // Adds a settled problem to the result and reports it.
 void Settle(Problem problem, CheckResult* result, const CheckOptions& options);
 

@@ -21,6 +21,7 @@ void Settle(Problem problem, CheckResult* result, const CheckOptions& options) {
 void CheckObjects(stripe::Volume* volume, const InodeMap& inodes, bool repair, CheckResult* result,
                   const CheckOptions& options) {
   const stripe::Layout& layout = volume->layout();
+  CheckRadosParts(volume, repair, result, options);
   for (uint32_t d = 0; d < volume->disk_count(); ++d) {
     stripe::Disk* disk = volume->disk(d);
     std::vector<stripe::ObjectId> objects;

@@ -133,7 +133,7 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   // A pid file left behind means the last daemon did not exit cleanly (killed, or the power
   // failed): the store's log may end in a torn record, and objects may need repair (below).
-  const std::string pid_file = PidFilePath(label.disk_paths[0]);
+  const std::string pid_file = PidFilePath(stripe::HomeDir(label));
   const bool unclean = access(pid_file.c_str(), F_OK) == 0;
   meta::MetaStoreOptions store_options;
   store_options.after_unclean_shutdown = unclean;
@@ -177,7 +177,7 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   FuseBridge bridge(&fs, &control, &hints, &statistics, options);
   Session session;
-  st = session.Start(&bridge, options, label.disk_paths[0]);
+  st = session.Start(&bridge, options, stripe::HomeDir(label));
   if (!st.ok()) return fail(st);
 
   // Durable before any request is served: after a power loss it is what tells the next mount

@@ -5,6 +5,7 @@ namespace tipfs::fusefs {
 Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Statistics* statistics) {
   DiskArray array;
   stripe::OpenOptions open_options;
+  open_options.rados.op_timeout_ns = options.rados_timeout_ns;
   if (options.disk_model != "none") {
     Result<std::shared_ptr<stripe::EmulatedArray>> emulation =
         stripe::EmulatedArray::Create(options.disk_model, clock, statistics);

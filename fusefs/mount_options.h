@@ -33,6 +33,9 @@ struct MountOptions {
   std::string disk_model = "none";
   cache::CacheOptions cache;   // see the field comments there
   uint32_t fuse_threads = 16;  // most FUSE worker threads; fixed at mount
+  // RADOS disks: how long one operation waits for the cluster before it fails with EIO (unless
+  // the conf file sets rados_osd_op_timeout). Fixed at mount.
+  int64_t rados_timeout_ns = int64_t{30} * 1000 * 1000 * 1000;
 };
 
 }  // namespace tipfs::fusefs

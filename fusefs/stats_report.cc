@@ -122,7 +122,7 @@ std::string StatsReport::Text() const {
   std::string out;
   double uptime = static_cast<double>(clock_->NowNanos() - mounted_at_) / 1e9;
   Appendf(&out, "tipfs %s: volume %s, %zu disks, stripe unit %s, up %.1f s\n", mountpoint_.c_str(),
-          label.volume_uuid.c_str(), label.disk_paths.size(), FormatSize(label.stripe_unit).c_str(),
+          label.volume_uuid.c_str(), label.disk_names.size(), FormatSize(label.stripe_unit).c_str(),
           uptime);
   Appendf(&out, "requests: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
           statistics_->Get(FUSE_READ_OPS), FormatSize(statistics_->Get(FUSE_READ_BYTES)).c_str(),
@@ -172,7 +172,8 @@ std::string StatsReport::Text() const {
   } else {
     out += "disk model: none (real timing; mount with --disk-model for per-disk statistics)\n";
   }
-  if (disks_->health) out += stripe::FormatDiskHealth(*disks_->health, label.disk_paths);
+  if (disks_->health) out += stripe::FormatDiskHealth(*disks_->health, label.disk_names);
+  out += stripe::FormatRadosStats(fs_->volume()->rados_stats());
   return out;
 }
 
@@ -205,6 +206,7 @@ std::string StatsReport::Json() const {
   if (disks_->health) {
     out += "," + stripe::DiskHealthJsonMember(*disks_->health, fs_->volume()->disk_count());
   }
+  out += "," + stripe::RadosStatsJsonMember(fs_->volume()->rados_stats());
   out += "}\n";
   return out;
 }
@@ -241,6 +243,7 @@ std::string StatsReport::Prometheus() const {
   if (disks_->health) {
     stripe::AppendDiskHealthPrometheus(&out, *disks_->health, fs_->volume()->disk_count());
   }
+  stripe::AppendRadosStatsPrometheus(&out, fs_->volume()->rados_stats());
   return out;
 }
 

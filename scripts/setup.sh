@@ -13,7 +13,9 @@ PACKAGES=(build-essential cmake pkg-config git fuse3 libfuse3-dev librocksdb-dev
   binutils man-db python3 attr ccache
   # tests/python: Debian's pytest and PyTorch (about 140 MiB to download, 600 MiB installed),
   # venv and setuptools for its `pip install ./python` check
-  python3-pytest python3-torch python3-venv python3-setuptools python3-pip)
+  python3-pytest python3-torch python3-venv python3-setuptools python3-pip
+  # RADOS disks: librados' headers, and a one-node cluster for their tests (scripts/ceph-dev.sh)
+  librados-dev ceph-mon ceph-osd)
 
 source scripts/lib/packages.sh
 ensure_packages "${PACKAGES[@]}"

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Installs and builds (scripts/setup.sh, warnings as errors), checks the tree's form (clang-format;
 # clang's -Wthread-safety over the lock annotations; a Release -O3 build as users make), then
-# runs the whole test suite: unit tests and the integration tests that mount real tipfs volumes,
-# then the sanitizer runs (scripts/sanitize.sh: the tests labelled sanitize, the load test among
-# them, under ASan+UBSan and under TSan).
+# runs the whole test suite: unit tests and the integration tests that mount real tipfs volumes;
+# then the tests labelled rados, against a one-node Ceph cluster that this script starts
+# (scripts/ceph-dev.sh) and always stops; then the sanitizer runs (scripts/sanitize.sh: the tests
+# labelled sanitize, the load test among them, under ASan+UBSan and under TSan).
 # `--long` adds the long crash/soak runs; `--no-sanitize` skips the sanitizer builds.
 # Leaves no mount behind, also when tests fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LABELS=(-LE long)
+LABELS=(-LE 'long|rados')
 SANITIZE=1
 for arg in "$@"; do
   case $arg in
-    --long) LABELS=() ;;
+    --long) LABELS=(-LE rados) ;;
     --no-sanitize) SANITIZE=0 ;;
     *) echo "test.sh: unknown option '$arg' (expected --long or --no-sanitize)" >&2; exit 2 ;;
   esac
@@ -23,7 +24,31 @@ TIPFS_WERROR=ON ./scripts/setup.sh
 ./scripts/check_release.sh
 
 source scripts/lib/test_tmp.sh
-trap cleanup_test_tmp EXIT
+CEPH_DIR=$(mktemp -d /tmp/tipfs-ceph-XXXXXX)
+# Mounts first (their daemons are clients of the clusters), then every cluster of this run: the
+# one started below, and any that a test which crashed left under TEST_TMP.
+cleanup() {
+  findmnt -rn -t fuse.tipfs -o TARGET 2>/dev/null | while read -r mp; do
+    if [[ $mp == "$TEST_TMP"/* ]]; then umount -l "$mp" 2>/dev/null || true; fi
+  done || true
+  find "$TEST_TMP" -maxdepth 4 -name ceph.conf 2>/dev/null | while read -r conf; do
+    ./scripts/ceph-dev.sh stop "$(dirname "$conf")" || true
+  done || true
+  cleanup_test_tmp
+  ./scripts/ceph-dev.sh stop "$CEPH_DIR" || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM  # interrupted: the EXIT trap still stops what this run started
 
-ctest --test-dir build --output-on-failure -j"$(nproc)" "${LABELS[@]}"
-if (( SANITIZE )); then ./scripts/sanitize.sh both; fi
+status=0
+ctest --test-dir build --output-on-failure -j"$(nproc)" "${LABELS[@]}" || status=$?
+
+# The RADOS tests fail, not skip, if the cluster is missing here.
+if ceph_env=$(./scripts/ceph-dev.sh start "$CEPH_DIR"); then eval "$ceph_env"; fi
+export TIPFS_REQUIRE_CEPH=1
+ctest --test-dir build --output-on-failure -j"$(nproc)" -L rados || status=$?
+./scripts/ceph-dev.sh stop "$CEPH_DIR"
+unset TIPFS_CEPH_CONF TIPFS_CEPH_POOL TIPFS_REQUIRE_CEPH
+
+if (( SANITIZE )); then ./scripts/sanitize.sh both || status=$?; fi
+exit "$status"

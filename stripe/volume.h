@@ -1,14 +1,18 @@
-// Volume: N backing directories ("disks") that together hold a tipfs file system.
+// Volume: N disks (directories and RADOS pools, stripe/disk_name.h) that together hold a tipfs
+// file system, and a local metadata directory.
 //
-// On disk, each backing directory holds
-//   tipfs-label       the label: volume UUID, this disk's index, disk count, stripe unit, format
-//                     version and the absolute paths of all disks, checksummed
+// A directory disk holds
+//   tipfs-label       the label (stripe/label.h)
 //   objects/          one sparse object per file (objects/<2 hex>/<16 hex inode>)
-// and disk 0 also holds
-//   meta/             the metadata store (RocksDB), created and opened by meta.
+// a RADOS disk holds the object tipfs-label (which also carries the mount's lease) and the parts
+// of each file's object (stripe/rados_disk.h). The metadata directory (disk 0, or the one the
+// label names) holds
+//   meta/             the metadata store (RocksDB), created and opened by meta
+//   tipfs.pid         while mounted
+//   tipfs-volume      a copy of the label, when it is not a disk
 //
-// Mkfs and Open validate everything and fail with one message that names the path and the
-// problem, changing nothing on disk when they fail. A Volume is thread-safe once open.
+// Open validates everything and fails with one message that names the disk and the problem,
+// changing nothing when it fails. A Volume is thread-safe once open.
 #pragma once
 
 #include <cstdint>
@@ -18,64 +22,41 @@
 #include <vector>
 
 #include "stripe/disk.h"
+#include "stripe/label.h"
 #include "stripe/layout.h"
+#include "stripe/rados_cluster.h"
+#include "stripe/rados_lease.h"
+#include "stripe/rados_stats.h"
 
 namespace tipfs::stripe {
 
 class IoRing;
-
-constexpr uint32_t kFormatVersion = 1;
-constexpr uint32_t kDefaultStripeUnit = 64 * 1024;
-
-struct Label {
-  std::string volume_uuid;
-  uint32_t index = 0;
-  uint32_t count = 0;
-  uint32_t stripe_unit = kDefaultStripeUnit;
-  uint32_t format_version = kFormatVersion;
-  std::vector<std::string> disk_paths;  // absolute, in index order
-};
-
-struct MkfsOptions {
-  std::vector<std::string> disks;  // 1..64 existing directories
-  uint32_t stripe_unit = kDefaultStripeUnit;
-  // Without force, a directory that already holds a volume, or any other file, is refused.
-  bool force = false;
-};
-
-// Writes a fresh label and an empty objects/ directory on every disk. With force, an existing
-// tipfs volume on those disks (labels, objects/, meta/) is erased first; other files are left.
-// objects/ or meta/ in a directory without a tipfs label are refused even with force; lost+found
-// is allowed. Errors: EINVAL (options, same directory twice), ENOENT/ENOTDIR, EACCES, EEXIST
-// (already a volume), ENOTEMPTY (other files). Label errors (ReadLabel, Open): ENOENT (missing
-// directory or label), EUCLEAN (corrupt), EPROTONOSUPPORT (format version), EINVAL (another
-// volume, wrong index, disagreeing labels).
-// Returns the label written to disk 0.
-Result<Label> Mkfs(const MkfsOptions& options);
-
-// Reads and checks one disk's label.
-Result<Label> ReadLabel(const std::string& disk_path);
-
-// Replaces one disk's label atomically (temporary file, fsync, rename, fsync of the directory).
-// For mkfs, fsck repairs and tests; it checks nothing about the rest of the volume.
-Status WriteLabel(const std::string& disk_path, const Label& label);
-
-// Where the metadata store of the volume lives (inside disk 0).
-std::string MetaPath(const Label& label);
+class RadosDisk;
 
 struct OpenOptions {
   // Wraps each opened disk before the volume uses it (emulation, fault injection). Identity when
   // empty.
   std::function<std::unique_ptr<Disk>(std::unique_ptr<Disk> disk, uint32_t index)> wrap_disk;
-  // Queue depth of each disk's io_uring.
+  // Queue depth of each directory disk's io_uring.
   uint32_t ring_entries = 256;
+  // RADOS disks: the operation timeout, and the lease that keeps other mounts out.
+  RadosClientOptions rados;
+  RadosLeaseOptions lease;
+  bool take_leases = true;
 };
+
+// Reads the label of `any_disk` (a disk of the volume, or its metadata directory) and returns it
+// with every name as this host sees the volume: the disk (or directory) the caller named replaces
+// the name recorded at mkfs, so a volume whose directories moved still opens. `index` is that
+// disk's, or 0 for a metadata directory. Checks nothing about the other disks.
+Result<Label> IdentifyVolume(const std::string& any_disk, RadosConnections* rados = nullptr);
 
 class Volume {
  public:
-  // `any_disk` may be any disk of the volume: its label names the others, and each of them must
-  // carry a label of the same volume with the expected index ("disk 2 /x/d2 belongs to another
-  // volume", "... holds index 3, expected 2", "... has no tipfs label").
+  // `any_disk` may be any disk of the volume, or its metadata directory: the label names the
+  // others, and each of them must carry a label of the same volume with the expected index
+  // ("disk 2 /x/d2 belongs to another volume", "... holds index 3, expected 2", "... has no tipfs
+  // label", "rados:p/ns1 is mounted by tipfs pid 12 on host h1").
   static Result<std::unique_ptr<Volume>> Open(const std::string& any_disk, OpenOptions options);
 
   // Builds a volume over disks the caller made (tests: in-memory or fault-injecting disks).
@@ -87,11 +68,19 @@ class Volume {
   uint32_t disk_count() const { return static_cast<uint32_t>(disks_.size()); }
   Disk* disk(uint32_t index) const { return disks_[index].get(); }
   std::vector<Disk*> disks() const;
+  // The RADOS disk under disk `index`'s wrappers, or null when it is a directory (or the volume
+  // was built from caller-made disks).
+  RadosDisk* rados_disk(uint32_t index) const {
+    return index < rados_disks_.size() ? rados_disks_[index] : nullptr;
+  }
+  // The statistics of every RADOS disk (empty for a volume of directories).
+  std::vector<NamedRadosStats> rados_stats() const;
 
  private:
   Label label_;
   Layout layout_;
   std::vector<std::unique_ptr<Disk>> disks_;
+  std::vector<RadosDisk*> rados_disks_;  // by index; owned through disks_
   // One io_uring per PosixDisk that Open made (none for caller-made disks). The destructor drops
   // disks_ first: they drain their ops on these rings.
   std::vector<std::unique_ptr<IoRing>> rings_;

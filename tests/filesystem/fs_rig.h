@@ -28,7 +28,7 @@ class FsRig {
     label.stripe_unit = stripe_unit;
     std::vector<std::unique_ptr<stripe::Disk>> owned;
     for (uint32_t i = 0; i < disks; ++i) {
-      label.disk_paths.push_back(dir_.Sub("disk" + std::to_string(i)));
+      label.disk_names.push_back(dir_.Sub("disk" + std::to_string(i)));
       auto disk = std::make_unique<MemDisk>("memdisk" + std::to_string(i));
       mem_disks_.push_back(disk.get());
       if (faulty) {

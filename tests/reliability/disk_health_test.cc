@@ -134,7 +134,7 @@ class FailingDiskCacheTest : public ::testing::Test {
     label.stripe_unit = kUnit;
     std::vector<std::unique_ptr<stripe::Disk>> disks;
     for (uint32_t i = 0; i < kDisks; ++i) {
-      label.disk_paths.push_back("/d" + std::to_string(i));
+      label.disk_names.push_back("/d" + std::to_string(i));
       auto faulty = std::make_unique<stripe::FaultyDisk>(std::make_unique<MemDisk>());
       faults_.push_back(faulty.get());
       disks.push_back(std::make_unique<stripe::HealthTrackingDisk>(std::move(faulty), i, &board_));

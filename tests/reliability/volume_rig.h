@@ -53,7 +53,7 @@ class VolumeRig {
     label_.count = disks;
     label_.stripe_unit = stripe_unit;
     for (uint32_t i = 0; i < disks; ++i) {
-      label_.disk_paths.push_back(dir_.Sub("disk" + std::to_string(i)));
+      label_.disk_names.push_back(dir_.Sub("disk" + std::to_string(i)));
       mem_disks_.push_back(std::make_unique<MemDisk>("memdisk" + std::to_string(i)));
     }
   }

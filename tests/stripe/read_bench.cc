@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "stripe/mkfs.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "util/mutex.h"

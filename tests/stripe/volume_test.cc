@@ -9,6 +9,7 @@
 #include <random>
 
 #include "stripe/io_ring.h"
+#include "stripe/mkfs.h"
 #include "stripe/posix_disk.h"
 #include "stripe/striped_io.h"
 #include "tests/stripe/temp_dir.h"
@@ -88,8 +89,8 @@ TEST_F(VolumeTest, MkfsWritesLabelsAndOpenFindsTheWholeVolume) {
     EXPECT_EQ(l->index, static_cast<uint32_t>(i));
     EXPECT_EQ(l->volume_uuid, l0.volume_uuid);
     EXPECT_EQ(l->stripe_unit, 16384u);
-    EXPECT_EQ(l->format_version, kFormatVersion);
-    EXPECT_EQ(l->disk_paths, dirs);
+    EXPECT_EQ(l->format_version, 1u);  // a volume of directories stays readable by older tipfs
+    EXPECT_EQ(l->disk_names, dirs);
     EXPECT_TRUE(std::filesystem::is_directory(dirs[i] + "/objects"));
     const std::string text = ReadWholeFile(dirs[i] + "/tipfs-label");
     EXPECT_TRUE(Contains(text, "index=" + std::to_string(i) + "\n"));
@@ -102,7 +103,7 @@ TEST_F(VolumeTest, MkfsWritesLabelsAndOpenFindsTheWholeVolume) {
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_EQ((*v)->disk_count(), 4u);
     EXPECT_EQ((*v)->label().volume_uuid, l0.volume_uuid);
-    EXPECT_EQ((*v)->label().disk_paths, dirs);
+    EXPECT_EQ((*v)->label().disk_names, dirs);
     EXPECT_EQ((*v)->layout().stripe_unit(), 16384u);
     StripedIo io(v->get());
     ASSERT_TRUE(io.Write(77, 0, data.data(), data.size()).ok());
@@ -303,10 +304,10 @@ TEST_F(VolumeTest, OpenRefusesDisagreeingOrUnknownLabels) {
   ExpectRefusedUnchanged([&] { return OpenStatus(dirs[0]); }, EINVAL,
                          "disk 1 " + dirs[1] + " disagrees");
   bad = l1;
-  bad.format_version = 2;
+  bad.format_version = kFormatVersion + 1;
   ASSERT_TRUE(WriteLabel(dirs[1], bad).ok());
   ExpectRefusedUnchanged([&] { return OpenStatus(dirs[0]); }, EPROTONOSUPPORT,
-                         "format version 2, this tipfs reads version 1");
+                         "format version 3, this tipfs reads versions 1 to 2");
   ASSERT_TRUE(WriteLabel(dirs[1], l1).ok());
   EXPECT_TRUE(OpenStatus(dirs[1]).ok());
 }
@@ -348,7 +349,45 @@ TEST_F(VolumeTest, OpenFindsAVolumeWhoseDirectoriesMoved) {
   std::filesystem::rename(dirs[0], moved);
   auto v = Volume::Open(moved, OpenOptions());
   ASSERT_TRUE(v.ok()) << v.status().ToString();
-  EXPECT_EQ((*v)->label().disk_paths[0], moved);
+  EXPECT_EQ((*v)->label().disk_names[0], moved);
+}
+
+// The metadata may live in a directory that is no disk (as a volume of RADOS pools needs): the
+// label records it, the directory holds the store and a copy of the label, and names the volume.
+TEST_F(VolumeTest, MetadataDirectoryApartFromTheDisks) {
+  SKIP_WITHOUT_IO_URING();
+  auto dirs = MakeDirs(2);
+  const std::string home = tmp_.Sub("home");
+  MkfsOptions o;
+  o.disks = dirs;
+  o.meta_dir = home;
+  Result<Label> made = Mkfs(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(made->meta_dir, home);
+  EXPECT_EQ(made->format_version, 2u);  // version 1 cannot say where the metadata is
+  EXPECT_EQ(MetaPath(*made), home + "/meta");
+  Result<Label> copy = ReadHomeLabel(home);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_EQ(copy->volume_uuid, made->volume_uuid);
+  for (const std::string& name : {home, dirs[1]}) {
+    auto v = Volume::Open(name, OpenOptions());
+    ASSERT_TRUE(v.ok()) << name << ": " << v.status().ToString();
+    EXPECT_EQ(HomeDir((*v)->label()), home);
+    EXPECT_EQ((*v)->label().disk_names, dirs);
+  }
+  // A second volume may not take the directory over, unless forced.
+  auto others = MakeDirs(1, "o");
+  o.disks = others;
+  ExpectRefusedUnchanged([&] { return Mkfs(o).status(); }, EEXIST,
+                         "metadata directory " + home + " already holds a tipfs volume");
+  // Naming a disk as the metadata directory is naming that disk's own.
+  o.disks = dirs;
+  o.meta_dir = dirs[1];
+  o.force = true;
+  made = Mkfs(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_EQ(HomeDir(*made), dirs[1]);
+  EXPECT_FALSE(std::filesystem::exists(dirs[1] + "/tipfs-volume"));
 }
 
 }  // namespace

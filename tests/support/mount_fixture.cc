@@ -12,6 +12,26 @@
 
 namespace tipfs::testing {
 
+namespace {
+
+DiskBackend& Backend() {
+  static DiskBackend backend;
+  return backend;
+}
+
+std::string WithRoot(std::string text, const std::string& root) {
+  for (size_t at = text.find("{root}"); at != std::string::npos; at = text.find("{root}", at)) {
+    text.replace(at, 6, root);
+  }
+  return text;
+}
+
+}  // namespace
+
+void SetDiskBackend(DiskBackend backend) { Backend() = std::move(backend); }
+
+bool DisksAreRados() { return Backend().rados; }
+
 std::string TipfsBinary() { return TIPFS_BINARY_PATH; }
 
 int RunCommand(const std::string& command, std::string* output) {
@@ -47,10 +67,16 @@ TipfsMount::TipfsMount(VolumeSpec spec) : spec_(std::move(spec)) {
   native_ = root_ + "/native";
   std::filesystem::create_directories(mountpoint_);
   std::filesystem::create_directories(native_);
-  for (int i = 0; i < spec_.disks; ++i) {
-    disks_.push_back(root_ + "/disk" + std::to_string(i));
-    std::filesystem::create_directories(disks_.back());
+  if (Backend().make) {
+    disks_ = Backend().make(root_, spec_.disks);
+  } else {
+    for (int i = 0; i < spec_.disks; ++i) {
+      disks_.push_back(root_ + "/disk" + std::to_string(i));
+      std::filesystem::create_directories(disks_.back());
+    }
   }
+  volume_name_ =
+      Backend().mount_name.empty() ? disks_.at(0) : WithRoot(Backend().mount_name, root_);
 }
 
 TipfsMount::~TipfsMount() {
@@ -61,13 +87,15 @@ TipfsMount::~TipfsMount() {
       umount2(mountpoint_.c_str(), MNT_DETACH);
     }
   }
+  if (Backend().remove) Backend().remove(disks_);
   std::error_code ignored;
   std::filesystem::remove_all(root_, ignored);
 }
 
 std::string TipfsMount::Create() {
-  std::string command = TipfsBinary() + " mkfs " + spec_.mkfs_args;
-  for (const std::string& disk : disks_) command += " " + disk;
+  std::string command =
+      TipfsBinary() + " mkfs " + spec_.mkfs_args + " " + WithRoot(Backend().mkfs_args, root_);
+  for (const std::string& disk : disks_) command += " '" + disk + "'";
   std::string output;
   return RunCommand(command, &output) == 0 ? "" : "mkfs failed: " + output;
 }
@@ -75,7 +103,7 @@ std::string TipfsMount::Create() {
 std::string TipfsMount::Mount(const std::string& extra_args) {
   std::string output;
   std::string command = TipfsBinary() + " mount " + spec_.mount_args + " " + extra_args + " " +
-                        disks_[0] + " " + mountpoint_;
+                        "'" + volume_name_ + "' " + mountpoint_;
   if (RunCommand(command, &output) != 0) return "mount failed: " + output;
   mounted_ = true;
   return "";
@@ -94,6 +122,10 @@ std::string TipfsMount::Unmount() {
 void MountedTest::SetUp() {
   std::string reason = FuseUnavailableReason();
   if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
+  if (Backend().unavailable) {
+    reason = Backend().unavailable();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+  }
   mount_ = std::make_unique<TipfsMount>(Spec());
   std::string error = mount_->Create();
   ASSERT_EQ(error, "");

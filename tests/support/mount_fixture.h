@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,26 @@ struct VolumeSpec {
   std::string mount_args;  // e.g. "--cache-size 12M --disk-model hdd"
 };
 
+// Where the disks of test volumes live. By default they are directories under the volume's
+// temporary root; the tests in tests/rados install a backend whose disks are namespaces of a
+// Ceph pool, so the same tests run over RADOS (tests/rados/rados_test_env.h).
+struct DiskBackend {
+  // The disk names for a volume under `root` (which exists), in disk order.
+  std::function<std::vector<std::string>(const std::string& root, int disks)> make;
+  // Removes what `make` made outside root (called when the volume goes away).
+  std::function<void(const std::vector<std::string>& disks)> remove;
+  // Appended to mkfs (e.g. "--meta ROOT/meta"); "{root}" is replaced by the volume's root.
+  std::string mkfs_args;
+  // What `tipfs mount` is given to name the volume, "{root}" replaced; empty: disk 0.
+  std::string mount_name;
+  // Why volumes cannot be made here ("" when they can); MountedTest skips with it.
+  std::function<std::string()> unavailable;
+  bool rados = false;
+};
+void SetDiskBackend(DiskBackend backend);
+// True when test volumes' disks are RADOS namespaces (tests that inspect directories skip).
+bool DisksAreRados();
+
 class TipfsMount {
  public:
   explicit TipfsMount(VolumeSpec spec = {});
@@ -42,6 +63,8 @@ class TipfsMount {
   const std::string& root() const { return root_; }  // the temporary directory
   const std::string& mountpoint() const { return mountpoint_; }
   const std::vector<std::string>& disks() const { return disks_; }
+  // What mount and fsck are given: disk 0, or the metadata directory of a RADOS volume.
+  const std::string& volume_name() const { return volume_name_; }
   // A scratch directory next to the mount, on the native file system (for comparisons).
   const std::string& native() const { return native_; }
   // path inside the mount
@@ -51,6 +74,7 @@ class TipfsMount {
   VolumeSpec spec_;
   std::string root_, mountpoint_, native_;
   std::vector<std::string> disks_;
+  std::string volume_name_;
   bool mounted_ = false;
 };
 

@@ -1,0 +1,81 @@
+#include "tests/rados/rados_test_env.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+
+#include "stripe/disk_name.h"
+#include "stripe/rados_cluster.h"
+
+namespace tipfs::testing {
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+std::unique_ptr<stripe::RadosNamespace> OpenNamespace(const std::string& nspace) {
+  stripe::RadosConnections connections;
+  Result<stripe::DiskName> name = stripe::ParseDiskName(RadosDiskName(nspace));
+  if (!name.ok()) return nullptr;
+  Result<std::unique_ptr<stripe::RadosNamespace>> ns = connections.OpenNamespace(*name);
+  if (!ns.ok()) {
+    ADD_FAILURE() << ns.status().ToString();
+    return nullptr;
+  }
+  return std::move(*ns);
+}
+
+}  // namespace
+
+std::string CephConf() { return Env("TIPFS_CEPH_CONF"); }
+std::string CephPool() { return Env("TIPFS_CEPH_POOL").empty() ? "tipfs" : Env("TIPFS_CEPH_POOL"); }
+bool CephRequired() { return Env("TIPFS_REQUIRE_CEPH") == "1"; }
+
+std::string CephUnavailableReason() {
+  if (CephConf().empty()) {
+    return "no Ceph cluster: start one with `eval \"$(scripts/ceph-dev.sh start DIR)\"` (which "
+           "sets TIPFS_CEPH_CONF and TIPFS_CEPH_POOL), or run scripts/test.sh";
+  }
+  if (access(CephConf().c_str(), R_OK) != 0) {
+    return "TIPFS_CEPH_CONF=" + CephConf() + " is not readable";
+  }
+  return "";
+}
+
+std::string FreshNamespace(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  return "t" + std::to_string(getpid()) + "x" + std::to_string(counter++) + "-" + tag;
+}
+
+std::string RadosDiskName(const std::string& nspace) {
+  return "rados:" + CephPool() + "/" + nspace + "?conf=" + CephConf();
+}
+
+std::vector<std::string> NamespaceObjects(const std::string& nspace) {
+  std::vector<std::string> names;
+  std::unique_ptr<stripe::RadosNamespace> ns = OpenNamespace(nspace);
+  if (ns == nullptr) return names;
+  Status listed = ns->ListObjectNames(&names);
+  EXPECT_TRUE(listed.ok()) << listed.ToString();
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void EmptyNamespace(const std::string& nspace) {
+  std::unique_ptr<stripe::RadosNamespace> ns = OpenNamespace(nspace);
+  if (ns == nullptr) return;
+  std::vector<std::string> names;
+  if (!ns->ListObjectNames(&names).ok()) return;
+  for (const std::string& name : names) {
+    Status removed = ns->RemoveObject(name);
+    EXPECT_TRUE(removed.ok()) << removed.ToString();
+  }
+}
+
+}  // namespace tipfs::testing
