@@ -217,13 +217,22 @@ Result<Label> ParseLabel(const std::string& where, const std::string& text) {
   return label;
 }
 
-Result<Label> ReadLabel(const std::string& disk_name, RadosConnections* rados) {
-  if (!IsRadosName(disk_name)) return ReadDirectoryLabel(disk_name, kLabelName);
+namespace {
+
+// The namespace of a RADOS disk, through `rados` or a connection of its own.
+Result<std::unique_ptr<RadosNamespace>> OpenLabelNamespace(const std::string& disk_name,
+                                                           RadosConnections* rados) {
   Result<DiskName> name = ParseDiskName(disk_name);
   if (!name.ok()) return name.status();
-  RadosConnections temporary;
-  if (rados == nullptr) rados = &temporary;
-  Result<std::unique_ptr<RadosNamespace>> ns = rados->OpenNamespace(*name);
+  RadosConnections temporary;  // the namespace keeps its cluster alive
+  return (rados != nullptr ? rados : &temporary)->OpenNamespace(*name);
+}
+
+}  // namespace
+
+Result<Label> ReadLabel(const std::string& disk_name, RadosConnections* rados) {
+  if (!IsRadosName(disk_name)) return ReadDirectoryLabel(disk_name, kLabelName);
+  Result<std::unique_ptr<RadosNamespace>> ns = OpenLabelNamespace(disk_name, rados);
   if (!ns.ok()) return ns.status();
   Result<std::string> text = (*ns)->ReadSmallObject(kLabelName, kMaxLabelBytes);
   if (!text.ok()) {
@@ -256,11 +265,7 @@ Status ReplaceFileDurably(const std::string& dir, const std::string& name,
 Status WriteLabel(const std::string& disk_name, const Label& label, RadosConnections* rados) {
   if (!IsRadosName(disk_name))
     return ReplaceFileDurably(disk_name, kLabelName, SerializeLabel(label));
-  Result<DiskName> name = ParseDiskName(disk_name);
-  if (!name.ok()) return name.status();
-  RadosConnections temporary;
-  if (rados == nullptr) rados = &temporary;
-  Result<std::unique_ptr<RadosNamespace>> ns = rados->OpenNamespace(*name);
+  Result<std::unique_ptr<RadosNamespace>> ns = OpenLabelNamespace(disk_name, rados);
   if (!ns.ok()) return ns.status();
   return (*ns)->WriteFullObject(kLabelName, SerializeLabel(label));
 }

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "util/mutex.h"
+#include "util/units.h"
 
 namespace tipfs::stripe {
 
@@ -31,22 +32,7 @@ struct RelPath {
 };
 
 bool ParseHex(const char* s, size_t digits, uint64_t* out) {
-  if (std::strlen(s) != digits) return false;
-  uint64_t v = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    const char c = s[i];
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    v = (v << 4) | static_cast<uint64_t>(d);
-  }
-  *out = v;
-  return true;
+  return std::strlen(s) == digits && ParseLowerHex(std::string_view(s, digits), out);
 }
 
 void CloseFd(int fd) {

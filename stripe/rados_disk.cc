@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include "util/units.h"
+
 namespace tipfs::stripe {
 
 namespace {
@@ -29,24 +31,6 @@ std::string PartKey(uint64_t part) {
   char key[24];
   std::snprintf(key, sizeof(key), "%08" PRIx64, part);
   return key;
-}
-
-bool ParseHex(const char* s, size_t digits, uint64_t* out) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    const char c = s[i];
-    int d;
-    if (c >= '0' && c <= '9') {
-      d = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      d = c - 'a' + 10;
-    } else {
-      return false;
-    }
-    v = (v << 4) | static_cast<uint64_t>(d);
-  }
-  *out = v;
-  return true;
 }
 
 // Waits for a librados completion and returns its result.
@@ -117,7 +101,8 @@ std::string RadosDisk::PartName(ObjectId object, uint64_t part) {
 
 bool RadosDisk::ParsePartName(const std::string& name, ObjectId* object, uint64_t* part) {
   if (name.size() != 25 || name[16] != '.') return false;
-  return ParseHex(name.c_str(), 16, object) && ParseHex(name.c_str() + 17, 8, part);
+  return ParseLowerHex(std::string_view(name).substr(0, 16), object) &&
+         ParseLowerHex(std::string_view(name).substr(17, 8), part);
 }
 
 Result<std::unique_ptr<RadosDisk>> RadosDisk::Open(std::unique_ptr<RadosNamespace> ns,
@@ -220,7 +205,9 @@ Result<std::vector<uint64_t>> RadosDisk::RecordedParts(ObjectId object) const {
         break;
       }
       uint64_t part;
-      if (key_len == 8 && ParseHex(key, 8, &part) && part > 0) parts.push_back(part);
+      if (key_len == 8 && ParseLowerHex(std::string_view(key, 8), &part) && part > 0) {
+        parts.push_back(part);
+      }
       after.assign(key, key_len);
     }
     rados_omap_get_end(iter);

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -51,8 +52,17 @@ RadosLockHolder ParseHolder(std::string client, std::string cookie) {
   return h;
 }
 
+// A dead process: no such pid, or one that is only a zombie waiting for its parent.
 bool ProcessIsGone(int64_t pid) {
-  return pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "re");
+  if (f == nullptr) return false;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  const char* state = read ? std::strrchr(line, ')') : nullptr;  // "pid (comm) S ..."
+  return state != nullptr && (state[2] == 'Z' || state[2] == 'X');
 }
 
 }  // namespace

@@ -16,6 +16,9 @@ Result<uint64_t> ParseSize(std::string_view text);
 // "1.5ms" -> 1500000. Units required: ns, us, ms, s.
 Result<int64_t> ParseDurationNanos(std::string_view text);
 
+// Exactly `text`, 1 to 16 lowercase hex digits, as a number (object names: "00000000000012ab").
+bool ParseLowerHex(std::string_view text, uint64_t* out);
+
 // 65536 -> "64 KiB" (exact units when they fit, else one decimal).
 std::string FormatSize(uint64_t bytes);
 

@@ -14,10 +14,10 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <map>
 
 #include "tests/rados/rados_test_env.h"
+#include "tests/support/fs_inspect.h"
 #include "tests/support/mount_fixture.h"
 
 namespace tipfs::testing {
@@ -106,7 +106,7 @@ TEST_F(RadosFaultTest, StoppedOsdFailsItsReadsWithEioWhileTheRestWorks) {
   std::map<int, std::vector<std::string>> on_disk;
   for (int i = 0; i < 24; ++i) {
     const std::string name = "small" + std::to_string(i);
-    std::ofstream(Path(name)) << "contents of " << name;
+    ASSERT_TRUE(WriteFileBytes(Path(name), "contents of " + name));
     struct stat st;
     ASSERT_EQ(stat(Path(name).c_str(), &st), 0);
     on_disk[static_cast<int>(st.st_ino % kDisks)].push_back(name);
@@ -141,12 +141,7 @@ TEST_F(RadosFaultTest, StoppedOsdFailsItsReadsWithEioWhileTheRestWorks) {
   RunCommand(TipfsBinary() + " stats " + mount_->mountpoint(), &stats);
   EXPECT_NE(stats.find("disk 2 (rados:tipfs/fault2"), std::string::npos) << stats;
   EXPECT_NE(stats.find("failed"), std::string::npos) << stats;
-  const std::string json = [&] {
-    std::ifstream in(Path(".tipfs/stats.json"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }();
+  const std::string json = ReadFileOrDie(Path(".tipfs/stats.json"));
   const size_t disk2 = json.find("{\"disk\":2,\"name\":\"rados:tipfs/fault2\"");
   ASSERT_NE(disk2, std::string::npos) << json;
   const size_t timeouts = json.find("\"timeouts\":", disk2);
@@ -161,7 +156,7 @@ TEST_F(RadosFaultTest, StoppedOsdFailsItsReadsWithEioWhileTheRestWorks) {
     }
   }
   // Writes work again too, and everything survives a remount.
-  std::ofstream(Path("after")) << "after the restart";
+  ASSERT_TRUE(WriteFileBytes(Path("after"), "after the restart"));
   ASSERT_EQ(mount_->Unmount(), "");
   ASSERT_EQ(mount_->Mount(), "");
   EXPECT_EQ(ReadAll(Path("after"), &error), "after the restart");

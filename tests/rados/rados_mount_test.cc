@@ -10,31 +10,23 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "stripe/disk_name.h"
 #include "stripe/rados_cluster.h"
 #include "stripe/rados_disk.h"
 #include "tests/rados/rados_test_env.h"
+#include "tests/support/fs_inspect.h"
 #include "tests/support/mount_fixture.h"
 
 namespace tipfs::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+std::string ReadFile(const std::string& path) { return ReadFileOrDie(path); }
 void WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
+  ASSERT_TRUE(WriteFileBytes(path, data)) << path << ": " << ErrnoName(errno);
 }
-
-std::string Quote(const std::string& s) { return "'" + s + "'"; }
+std::string Quote(const std::string& s) { return ShellQuote(s); }
 
 // Runs `command` on one RADOS disk's namespace through librados.
 template <typename F>
@@ -106,11 +98,11 @@ TEST_F(RadosMountTest, MountAfterTheDaemonWasKilled) {
   ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
   ASSERT_EQ(fsync(fd), 0);  // what a kill may not lose
   ASSERT_EQ(close(fd), 0);
-  const std::string pid = ReadFile(mount_->root() + "/meta/tipfs.pid");
-  ASSERT_FALSE(pid.empty());
-  ASSERT_EQ(kill(std::stoi(pid), SIGKILL), 0);
-  for (int i = 0; i < 100 && kill(std::stoi(pid), 0) == 0; ++i) usleep(50000);
-  RunCommand("umount -l " + mount_->mountpoint());
+  const pid_t pid = ReadDaemonPid(mount_->root() + "/meta");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitForProcessExit(pid, 10));
+  LazyUnmount(mount_->mountpoint());
   ASSERT_EQ(mount_->Mount(), "");
   EXPECT_EQ(ReadFile(Path("k")), data);
 }

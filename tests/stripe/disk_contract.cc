@@ -155,41 +155,43 @@ TEST_P(DiskContractTest, RequestToARemovedObject) {
   EXPECT_EQ(disk()->Stat(9)->size, 4099u);
 }
 
-// Many threads, many requests at once: every request completes once, with the right bytes.
-TEST_P(DiskContractTest, ConcurrentRequestsCompleteOnceWithTheirBytes) {
-  constexpr int kThreads = 8;
-  constexpr int kRequests = 100;
+int ConcurrentWritesThenReads(stripe::Disk* disk, int threads, int requests) {
   constexpr uint64_t kBlock = 4096;
   std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<std::string> blocks(kRequests);
-      std::vector<Result<uint64_t>> results(kRequests, Status::IOError("pending"));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<std::string> blocks(requests);
+      std::vector<Result<uint64_t>> results(requests, Status::IOError("pending"));
       Completions c;
-      for (int i = 0; i < kRequests; ++i) {
+      for (int i = 0; i < requests; ++i) {
         blocks[i] = std::string(kBlock, static_cast<char>('A' + (t * 7 + i) % 26));
-        SubmitTo(disk(), DiskRequest::Kind::kWrite, i % 24, (uint64_t(t) * kRequests + i) * kBlock,
+        SubmitTo(disk, DiskRequest::Kind::kWrite, i % 24, (uint64_t(t) * requests + i) * kBlock,
                  kBlock, blocks[i].data(), &c, &results[i]);
       }
       c.Wait();
       for (auto& r : results) {
         if (!r.ok() || *r != kBlock) ++errors;
       }
-      std::vector<std::string> back(kRequests, std::string(kBlock, '\0'));
+      std::vector<std::string> back(requests, std::string(kBlock, '\0'));
       Completions c2;
-      for (int i = 0; i < kRequests; ++i) {
-        SubmitTo(disk(), DiskRequest::Kind::kRead, i % 24, (uint64_t(t) * kRequests + i) * kBlock,
+      for (int i = 0; i < requests; ++i) {
+        SubmitTo(disk, DiskRequest::Kind::kRead, i % 24, (uint64_t(t) * requests + i) * kBlock,
                  kBlock, back[i].data(), &c2, &results[i]);
       }
       c2.Wait();
-      for (int i = 0; i < kRequests; ++i) {
+      for (int i = 0; i < requests; ++i) {
         if (!results[i].ok() || *results[i] != kBlock || back[i] != blocks[i]) ++errors;
       }
     });
   }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(errors.load(), 0);
+  for (auto& w : workers) w.join();
+  return errors.load();
+}
+
+// Many threads, many requests at once: every request completes once, with the right bytes.
+TEST_P(DiskContractTest, ConcurrentRequestsCompleteOnceWithTheirBytes) {
+  EXPECT_EQ(ConcurrentWritesThenReads(disk(), 8, 100), 0);
 }
 
 // Remove racing in-flight writes and reads: nothing crashes, every request completes once, and

@@ -36,6 +36,11 @@ inline std::string DiskFactoryName(const ::testing::TestParamInfo<DiskFactory>& 
   return info.param.name;
 }
 
+// `threads` threads each write `requests` blocks of 4 KiB over 24 objects, all in flight at
+// once, then read them back the same way. Returns how many requests failed, moved a wrong count
+// or (reads) returned other bytes.
+int ConcurrentWritesThenReads(stripe::Disk* disk, int threads, int requests);
+
 class DiskContractTest : public ::testing::TestWithParam<DiskFactory> {
  protected:
   void SetUp() override;

@@ -183,40 +183,8 @@ TEST_F(PosixDiskTest, RunningOutOfDescriptorsShedsIdleCachedOnes) {
 // with the right bytes, and some had to wait for a free slot.
 TEST_F(PosixDiskTest, ConcurrentRequestsOverAFullRing) {
   Start(4, 16);
-  constexpr int kThreads = 8;
-  constexpr int kRequests = 200;
-  constexpr uint64_t kBlock = 4096;
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      // Each thread writes its own blocks of 24 objects (more objects than cached fds), async.
-      std::vector<std::string> blocks(kRequests);
-      std::vector<Result<uint64_t>> results(kRequests, Status::IOError("pending"));
-      Completions c;
-      for (int i = 0; i < kRequests; ++i) {
-        blocks[i] = std::string(kBlock, static_cast<char>('A' + (t * 7 + i) % 26));
-        SubmitTo(disk_.get(), DiskRequest::Kind::kWrite, i % 24,
-                 (uint64_t(t) * kRequests + i) * kBlock, kBlock, blocks[i].data(), &c, &results[i]);
-      }
-      c.Wait();
-      for (auto& r : results) {
-        if (!r.ok() || *r != kBlock) ++errors;
-      }
-      std::vector<std::string> back(kRequests, std::string(kBlock, '\0'));
-      Completions c2;
-      for (int i = 0; i < kRequests; ++i) {
-        SubmitTo(disk_.get(), DiskRequest::Kind::kRead, i % 24,
-                 (uint64_t(t) * kRequests + i) * kBlock, kBlock, back[i].data(), &c2, &results[i]);
-      }
-      c2.Wait();
-      for (int i = 0; i < kRequests; ++i) {
-        if (!results[i].ok() || *results[i] != kBlock || back[i] != blocks[i]) ++errors;
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(errors.load(), 0);
+  // 24 objects, more than the descriptors cached.
+  EXPECT_EQ(testing::ConcurrentWritesThenReads(disk_.get(), 8, 200), 0);
   EXPECT_GT(ring_->counters().queued, 0u)
       << "the ring never filled; the test did not test queueing";
   EXPECT_EQ(ring_->in_flight(), 0u);
