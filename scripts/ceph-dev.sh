@@ -14,11 +14,15 @@
 #
 # Environment: CEPH_DEV_POOL (default tipfs), CEPH_DEV_PORT (the monitor's port; default a free
 # one from 40000-59999), CEPH_DEV_MEMSTORE_BYTES (the OSD's capacity, default 2 GiB; memstore
-# keeps every byte in memory), CEPH_DEV_OSD_MEMORY (osd_memory_target, default 1 GiB).
+# keeps every byte in memory), CEPH_DEV_OSD_MEMORY (osd_memory_target, default 1 GiB),
+# CEPH_DEV_AUTH=cephx (authentication on, as on a real cluster: keyrings under DIR, and a client
+# "tipfs" with only the caps tipfs needs, whose id and keyring start also prints as
+# TIPFS_CEPH_CLIENT and TIPFS_CEPH_KEYRING).
 #   eval "$(scripts/ceph-dev.sh start /tmp/ceph)" && ... && scripts/ceph-dev.sh stop /tmp/ceph
 set -euo pipefail
 
 POOL=${CEPH_DEV_POOL:-tipfs}
+AUTH=${CEPH_DEV_AUTH:-none}
 MEMSTORE_BYTES=${CEPH_DEV_MEMSTORE_BYTES:-$((2 << 30))}
 OSD_MEMORY=${CEPH_DEV_OSD_MEMORY:-$((1 << 30))}
 MARKER="# made by tipfs scripts/ceph-dev.sh"
@@ -108,9 +112,10 @@ fsid = $fsid
 mon host = v2:127.0.0.1:$port
 public addr = 127.0.0.1
 cluster addr = 127.0.0.1
-auth cluster required = none
-auth service required = none
-auth client required = none
+auth cluster required = $AUTH
+auth service required = $AUTH
+auth client required = $AUTH
+$([[ $AUTH = cephx ]] && echo "keyring = $DIR/keyring")
 mon allow pool size one = true
 mon allow pool delete = true
 mon warn on pool no redundancy = false
@@ -131,6 +136,7 @@ admin socket = $DIR/run/\$name.asok
 
 [osd]
 osd data = $DIR/osd
+$([[ $AUTH = cephx ]] && echo "keyring = $DIR/osd/keyring")
 admin socket = $DIR/run/\$name.asok
 osd objectstore = memstore
 memstore device bytes = $MEMSTORE_BYTES
@@ -154,7 +160,16 @@ start_mon() {
     mkdir -p "$DIR/mon"
     write_conf "$port" "$fsid"
     monmaptool --create --addv a "[v2:127.0.0.1:$port]" --fsid "$fsid" "$DIR/monmap" >/dev/null
-    ceph-mon -c "$DIR/ceph.conf" --mkfs -i a --monmap "$DIR/monmap" >>"$DIR/log/setup.log" 2>&1
+    local keyring=()
+    if [[ $AUTH = cephx ]]; then
+      rm -f "$DIR/keyring"
+      ceph-authtool --create-keyring "$DIR/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
+      ceph-authtool "$DIR/keyring" --gen-key -n client.admin --cap mon 'allow *' \
+        --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
+      keyring=(--keyring "$DIR/keyring")
+    fi
+    ceph-mon -c "$DIR/ceph.conf" --mkfs -i a --monmap "$DIR/monmap" "${keyring[@]}" \
+      >>"$DIR/log/setup.log" 2>&1
     if ceph-mon -c "$DIR/ceph.conf" -i a >>"$DIR/log/setup.log" 2>&1 &&
        ceph_cli -s >/dev/null 2>&1; then
       say "monitor up on 127.0.0.1:$port"
@@ -184,6 +199,10 @@ cmd_start() {
   local uuid id
   uuid=$(cat /proc/sys/kernel/random/uuid)
   id=$(ceph_cli osd new "$uuid" 2>>"$DIR/log/setup.log") || die "ceph osd new failed (logs: $DIR/log)"
+  if [[ $AUTH = cephx ]]; then
+    ceph_cli auth get-or-create "osd.$id" mon 'allow profile osd' osd 'allow *' \
+      -o "$DIR/osd/keyring" 2>>"$DIR/log/setup.log" || die "cannot make the OSD's key"
+  fi
   ceph-osd -c "$DIR/ceph.conf" -i "$id" --mkfs --osd-uuid "$uuid" >>"$DIR/log/setup.log" 2>&1 ||
     die "ceph-osd --mkfs failed (logs: $DIR/log)"
   start_osd
@@ -192,9 +211,16 @@ cmd_start() {
     die "cannot set the size of pool $POOL"
   ceph_cli osd pool application enable "$POOL" tipfs >>"$DIR/log/setup.log" 2>&1 || true
   wait_pool
+  local client=""
+  if [[ $AUTH = cephx ]]; then
+    # What tipfs needs and no more: read the maps, read/write/class calls (the lock) in the pool.
+    ceph_cli auth get-or-create client.tipfs mon 'allow r' osd "allow rwx pool=$POOL" \
+      -o "$DIR/client.tipfs.keyring" 2>>"$DIR/log/setup.log" || die "cannot make client.tipfs"
+    client=" TIPFS_CEPH_CLIENT=tipfs TIPFS_CEPH_KEYRING=$DIR/client.tipfs.keyring"
+  fi
   trap - EXIT
-  say "cluster up: pool $POOL, conf $DIR/ceph.conf (memstore $((MEMSTORE_BYTES >> 20)) MiB)"
-  echo "export TIPFS_CEPH_CONF=$DIR/ceph.conf TIPFS_CEPH_POOL=$POOL"
+  say "cluster up: pool $POOL, conf $DIR/ceph.conf (memstore $((MEMSTORE_BYTES >> 20)) MiB, auth $AUTH)"
+  echo "export TIPFS_CEPH_CONF=$DIR/ceph.conf TIPFS_CEPH_POOL=$POOL$client"
 }
 
 cmd_status() {

@@ -80,6 +80,11 @@ Result<std::shared_ptr<RadosCluster>> RadosCluster::Connect(const RadosLocation&
   (void)rados_conf_set(c, "client_mount_timeout", Seconds(timeout).c_str());
   cluster->op_timeout_ns_ = timeout;
   rc = rados_connect(c);
+  if (rc == -EACCES || rc == -EPERM) {
+    return Status::FromErrno(-rc, context + ": connect to the monitors: " + std::strerror(-rc) +
+                                      " (cephx: no key for client." + id +
+                                      " in its keyring? name it with &keyring=PATH)");
+  }
   if (rc < 0) return RadosStatus(context + ": connect to the monitors", rc, timeout);
   char fsid[64] = {};
   rc = rados_cluster_fsid(c, fsid, sizeof(fsid));
