@@ -20,29 +20,17 @@ class RadosCephxTest : public ::testing::Test {
   void SetUp() override {
     std::string reason = FuseUnavailableReason();
     if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/tipfs-ceph-XXXXXX";
-    dir_ = mkdtemp(pattern.data());
-    cluster_ = dir_ + "/c";
-    std::string out;
-    started_ = RunCommand("CEPH_DEV_AUTH=cephx " + Script() + " start " + cluster_, &out) == 0;
-    if (!started_) {
-      if (CephRequired())
-        FAIL() << "CEPH_DEV_AUTH=cephx scripts/ceph-dev.sh start failed:\n" << out;
-      GTEST_SKIP() << "no Ceph cluster of its own: " << out;
-    }
-    conf_ = cluster_ + "/ceph.conf";
-    keyring_ = cluster_ + "/client.tipfs.keyring";
+    TIPFS_START_PRIVATE_CEPH_OR_SKIP(cluster_, true);
+    conf_ = cluster_->conf();
+    keyring_ = cluster_->dir() + "/client.tipfs.keyring";
   }
 
   void TearDown() override {
     mount_.reset();
     SetDiskBackend({});
-    if (started_) RunCommand(Script() + " stop " + cluster_);
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    cluster_.reset();
   }
 
-  static std::string Script() { return std::string(TIPFS_SOURCE_DIR) + "/scripts/ceph-dev.sh"; }
   std::string Disk(const std::string& nspace, const std::string& client) const {
     return "rados:tipfs/" + nspace + "?conf=" + conf_ + "&id=" + client;
   }
@@ -52,8 +40,8 @@ class RadosCephxTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_, cluster_, conf_, keyring_;
-  bool started_ = false;
+  std::unique_ptr<PrivateCephCluster> cluster_;
+  std::string conf_, keyring_;
   std::unique_ptr<TipfsMount> mount_;
 };
 
@@ -86,7 +74,7 @@ TEST_F(RadosCephxTest, ClientWithTheDocumentedCapsRunsAVolume) {
 }
 
 TEST_F(RadosCephxTest, ClientsWithoutTheirKeyOrWithReadOnlyCapsAreRefused) {
-  const std::string meta = dir_ + "/meta";
+  const std::string meta = cluster_->dir() + "/../meta";
   std::filesystem::create_directories(meta);
   int status = 0;
   // client.tipfs without ?keyring=: the conf file's keyring has no key for it.
@@ -99,7 +87,7 @@ TEST_F(RadosCephxTest, ClientsWithoutTheirKeyOrWithReadOnlyCapsAreRefused) {
       << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   // A client that may only read the pool cannot write the label.
-  const std::string reader_keyring = cluster_ + "/client.reader.keyring";
+  const std::string reader_keyring = cluster_->dir() + "/client.reader.keyring";
   ASSERT_EQ(RunCommand("ceph -c " + conf_ + " auth get-or-create client.reader mon 'allow r' " +
                        "osd 'allow r pool=tipfs' -o " + reader_keyring),
             0);

@@ -52,17 +52,8 @@ class RadosFaultTest : public ::testing::Test {
   void SetUp() override {
     std::string reason = FuseUnavailableReason();
     if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/tipfs-ceph-XXXXXX";
-    cluster_dir_ = mkdtemp(pattern.data());
-    std::string out;
-    const int rc = RunCommand(Script() + " start " + cluster_dir_ + "/c 2>&1", &out);
-    started_ = rc == 0;
-    if (!started_) {
-      if (CephRequired()) FAIL() << "scripts/ceph-dev.sh start failed:\n" << out;
-      GTEST_SKIP() << "no Ceph cluster of its own: " << out;
-    }
-    conf_ = cluster_dir_ + "/c/ceph.conf";
+    TIPFS_START_PRIVATE_CEPH_OR_SKIP(cluster_, false);
+    conf_ = cluster_->conf();
     DiskBackend backend;
     backend.make = [this](const std::string& root, int disks) {
       std::vector<std::string> names;
@@ -88,16 +79,13 @@ class RadosFaultTest : public ::testing::Test {
   void TearDown() override {
     mount_.reset();  // unmounts first: the daemon is a client of the cluster
     SetDiskBackend({});
-    if (started_) RunCommand(Script() + " stop " + cluster_dir_ + "/c");
-    if (!cluster_dir_.empty()) std::filesystem::remove_all(cluster_dir_);
+    cluster_.reset();
   }
 
-  static std::string Script() { return std::string(TIPFS_SOURCE_DIR) + "/scripts/ceph-dev.sh"; }
   std::string Path(const std::string& rel) const { return mount_->Path(rel); }
 
-  std::string cluster_dir_;
+  std::unique_ptr<PrivateCephCluster> cluster_;
   std::string conf_;
-  bool started_ = false;
   std::unique_ptr<TipfsMount> mount_;
 };
 
@@ -116,8 +104,7 @@ TEST_F(RadosFaultTest, StoppedOsdFailsItsReadsWithEioWhileTheRestWorks) {
   ASSERT_EQ(mount_->Unmount(), "");  // cold: nothing cached
   ASSERT_EQ(mount_->Mount(), "");
 
-  std::string out;
-  ASSERT_EQ(RunCommand(Script() + " stop-osd " + cluster_dir_ + "/c", &out), 0) << out;
+  ASSERT_EQ(cluster_->StopOsd(), "");
   const std::string& on_rados = on_disk[2][0];
   const auto start = std::chrono::steady_clock::now();
   int error = 0;
@@ -148,7 +135,7 @@ TEST_F(RadosFaultTest, StoppedOsdFailsItsReadsWithEioWhileTheRestWorks) {
   ASSERT_NE(timeouts, std::string::npos);
   EXPECT_GE(std::strtoull(json.c_str() + timeouts + 11, nullptr, 10), 1u) << json;
 
-  ASSERT_EQ(RunCommand(Script() + " start-osd " + cluster_dir_ + "/c", &out), 0) << out;
+  ASSERT_EQ(cluster_->StartOsd(), "");
   for (int d : {2, 3}) {
     for (const std::string& name : on_disk[d]) {
       EXPECT_EQ(ReadAll(Path(name), &error), "contents of " + name) << name;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -76,6 +77,41 @@ void EmptyNamespace(const std::string& nspace) {
     Status removed = ns->RemoveObject(name);
     EXPECT_TRUE(removed.ok()) << removed.ToString();
   }
+}
+
+PrivateCephCluster::PrivateCephCluster(bool cephx) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/tipfs-ceph-XXXXXX";
+  root_ = mkdtemp(pattern.data());
+  dir_ = root_ + "/c";
+  failure_ = Script(std::string(cephx ? "CEPH_DEV_AUTH=cephx " : "") + "start");
+  started_ = failure_.empty();
+}
+
+PrivateCephCluster::~PrivateCephCluster() {
+  if (started_) (void)Script("stop");
+  std::error_code ignored;
+  std::filesystem::remove_all(root_, ignored);
+}
+
+std::string PrivateCephCluster::StopOsd() { return Script("stop-osd"); }
+std::string PrivateCephCluster::StartOsd() { return Script("start-osd"); }
+
+std::string PrivateCephCluster::Script(const std::string& command) {
+  // "CEPH_DEV_AUTH=cephx start" -> "CEPH_DEV_AUTH=cephx SCRIPT start DIR"
+  const size_t space = command.rfind(' ');
+  const std::string env = space == std::string::npos ? "" : command.substr(0, space + 1);
+  const std::string verb = space == std::string::npos ? command : command.substr(space + 1);
+  const std::string line =
+      env + std::string(TIPFS_SOURCE_DIR) + "/scripts/ceph-dev.sh " + verb + " " + dir_ + " 2>&1";
+  std::string out;
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return "cannot run " + line;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return status == 0 ? "" : (out.empty() ? line + " failed" : out);
 }
 
 }  // namespace tipfs::testing
