@@ -127,8 +127,8 @@ RadosDisk::RadosDisk(std::unique_ptr<RadosNamespace> ns, RadosDiskOptions option
       name_("disk " + std::to_string(options.index) + " (" + ns_->display() + ")") {}
 
 RadosDisk::~RadosDisk() {
-  std::unique_lock<std::mutex> lock(drain_mu_);
-  drained_.wait(lock, [this] { return in_flight_.load() == 0; });
+  MutexLock lock(&drain_mu_);
+  while (in_flight_.load() != 0) drained_.Wait(&drain_mu_);
 }
 
 Status RadosDisk::OpError(const char* what, ObjectId object, uint64_t offset, int rc) const {
@@ -150,13 +150,13 @@ Status RadosDisk::CheckLease(const char* what, ObjectId object) const {
 // ---- the parts a head records, and the cache of them ----
 
 bool RadosDisk::IsRecorded(ObjectId object, uint64_t part) const {
-  std::lock_guard<std::mutex> lock(recorded_mu_);
+  MutexLock lock(&recorded_mu_);
   auto it = recorded_.find(object);
   return it != recorded_.end() && std::binary_search(it->second.begin(), it->second.end(), part);
 }
 
 void RadosDisk::NoteRecorded(ObjectId object, const std::vector<uint64_t>& parts) {
-  std::lock_guard<std::mutex> lock(recorded_mu_);
+  MutexLock lock(&recorded_mu_);
   if (recorded_count_ + parts.size() > kMaxCachedRecords) {
     recorded_.clear();
     recorded_count_ = 0;
@@ -171,7 +171,7 @@ void RadosDisk::NoteRecorded(ObjectId object, const std::vector<uint64_t>& parts
 }
 
 void RadosDisk::ForgetObject(ObjectId object) {
-  std::lock_guard<std::mutex> lock(recorded_mu_);
+  MutexLock lock(&recorded_mu_);
   auto it = recorded_.find(object);
   if (it == recorded_.end()) return;
   recorded_count_ -= it->second.size();
@@ -453,8 +453,8 @@ void RadosDisk::Finish(Request* r) {
   }
   if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     // Notify under the lock: the destructor may free the disk as soon as it sees zero.
-    std::lock_guard<std::mutex> lock(drain_mu_);
-    drained_.notify_all();
+    MutexLock lock(&drain_mu_);
+    drained_.SignalAll();
   }
 }
 
@@ -570,7 +570,7 @@ Status RadosDisk::ListObjects(std::vector<ObjectId>* out) {
 }
 
 Result<DiskUsage> RadosDisk::Usage() {
-  std::lock_guard<std::mutex> lock(usage_mu_);
+  MutexLock lock(&usage_mu_);
   const int64_t now = SteadyNanos();
   // statfs is frequent (df, every file manager); the monitors' figures change slowly.
   if (usage_at_ns_ != 0 && now - usage_at_ns_ < kUsageRefreshNs) return usage_;

@@ -30,10 +30,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +41,8 @@
 #include "stripe/rados_cluster.h"
 #include "stripe/rados_lease.h"
 #include "stripe/rados_stats.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace tipfs::stripe {
 
@@ -131,18 +131,19 @@ class RadosDisk : public Disk {
   uint64_t replicas_ = 1;  // the pool's size, read at open
 
   // Parts known to be recorded in their head (a cache: a miss only costs an idempotent update).
-  mutable std::mutex recorded_mu_;
-  std::unordered_map<ObjectId, std::vector<uint64_t>> recorded_;  // GUARDED_BY(recorded_mu_)
-  size_t recorded_count_ = 0;                                     // GUARDED_BY(recorded_mu_)
+  // Lock order: no other lock is taken while holding one of these.
+  mutable Mutex recorded_mu_;
+  std::unordered_map<ObjectId, std::vector<uint64_t>> recorded_ GUARDED_BY(recorded_mu_);
+  size_t recorded_count_ GUARDED_BY(recorded_mu_) = 0;
 
-  std::mutex usage_mu_;
-  int64_t usage_at_ns_ = 0;  // GUARDED_BY(usage_mu_): when `usage_` was fetched
-  DiskUsage usage_;          // GUARDED_BY(usage_mu_)
+  Mutex usage_mu_;
+  int64_t usage_at_ns_ GUARDED_BY(usage_mu_) = 0;  // when `usage_` was fetched
+  DiskUsage usage_ GUARDED_BY(usage_mu_);
 
   RadosStatsRecorder stats_;
 
-  std::mutex drain_mu_;
-  std::condition_variable drained_;
+  Mutex drain_mu_;
+  CondVar drained_;
   std::atomic<uint64_t> in_flight_{0};
 };
 

@@ -155,11 +155,13 @@ Result<std::unique_ptr<RadosLease>> RadosLease::Acquire(const RadosNamespace* ns
 
 void RadosLease::RenewLoop() {
   const auto period = std::chrono::nanoseconds(options_.lease_ns / 3);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    wake_.wait_for(lock, period, [this] { return stopping_; });
+    const auto deadline = std::chrono::steady_clock::now() + period;
+    while (!stopping_ && wake_.WaitUntil(&mu_, deadline)) {
+    }
     if (stopping_) break;
-    lock.unlock();
+    lock.Unlock();
     const int rc = Lock(true);
     if (rc == 0) {
       renewed_at_ns_.store(NowNanos(), std::memory_order_release);
@@ -169,7 +171,7 @@ void RadosLease::RenewLoop() {
                    "from now on\n",
                    ns_->display().c_str());
     }
-    lock.lock();
+    lock.Lock();
     if (lost_.load(std::memory_order_acquire)) break;
   }
 }
@@ -181,22 +183,22 @@ bool RadosLease::valid() const {
 
 void RadosLease::AbandonForTest() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     abandoned_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (renewer_.joinable()) renewer_.join();
 }
 
 RadosLease::~RadosLease() {
   bool abandoned;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     abandoned = abandoned_;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (renewer_.joinable()) renewer_.join();
   if (!abandoned && !lost()) {
     (void)rados_unlock(ns_->ioctx(), options_.object.c_str(), kLockName, cookie_.c_str());

@@ -18,14 +18,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "stripe/rados_cluster.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace tipfs::stripe {
 
@@ -79,10 +79,10 @@ class RadosLease {
   std::atomic<bool> lost_{false};
   std::atomic<int64_t> renewed_at_ns_{0};  // steady clock of the last success
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
-  bool abandoned_ = false;
+  Mutex mu_;
+  CondVar wake_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool abandoned_ GUARDED_BY(mu_) = false;
   std::thread renewer_;
 };
 
