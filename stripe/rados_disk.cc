@@ -527,30 +527,36 @@ Result<ObjectInfo> RadosDisk::Stat(ObjectId object) {
     return parts.error() == ENOENT ? OpError("stat", object, 0, -ENOENT)
                                    : Result<ObjectInfo>(parts.status());
   ObjectInfo info{head_size, head_size};
-  std::vector<rados_completion_t> pending(parts->size());
-  std::vector<uint64_t> sizes(parts->size(), 0);
-  std::vector<time_t> times(parts->size(), 0);
-  for (size_t i = 0; i < parts->size(); ++i) {
-    rados_aio_create_completion2(nullptr, nullptr, &pending[i]);
+  // One record per part: the completion and what it fills in.
+  struct PartStat {
+    rados_completion_t done = nullptr;
+    uint64_t size = 0;
+    time_t mtime = 0;
+  };
+  std::vector<PartStat> pending(parts->size());
+  for (size_t i = 0; i < pending.size(); ++i) {
+    PartStat& p = pending[i];
+    rados_aio_create_completion2(nullptr, nullptr, &p.done);
     stats_.Operation();
-    const int sent = rados_aio_stat(ns_->ioctx(), PartName(object, (*parts)[i]).c_str(), pending[i],
-                                    &sizes[i], &times[i]);
+    const int sent = rados_aio_stat(ns_->ioctx(), PartName(object, (*parts)[i]).c_str(), p.done,
+                                    &p.size, &p.mtime);
     if (sent < 0) {
-      rados_aio_release(pending[i]);
-      pending[i] = nullptr;
+      rados_aio_release(p.done);
+      p.done = nullptr;
       rc = sent;
     }
   }
   for (size_t i = 0; i < pending.size(); ++i) {
-    if (pending[i] == nullptr) continue;
-    const int done = WaitFor(pending[i]);
+    const PartStat& p = pending[i];
+    if (p.done == nullptr) continue;
+    const int done = WaitFor(p.done);
     if (done == -ENOENT) continue;  // recorded, never written: a hole
     if (done < 0) {
       rc = done;
       continue;
     }
-    info.size = std::max(info.size, (*parts)[i] * object_size_ + sizes[i]);
-    info.allocated_bytes += sizes[i];
+    info.size = std::max(info.size, (*parts)[i] * object_size_ + p.size);
+    info.allocated_bytes += p.size;
   }
   if (rc < 0) return OpError("stat", object, 0, rc);
   return info;
