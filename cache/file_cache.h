@@ -129,6 +129,8 @@ class FileCache {
   void DrainIssues() EXCLUDES(mu_);
   // All below run with mu_ held.
   // A new block of `ino` read from the disks as far as a file of `file_size` bytes goes.
+  // Why a block's fetch goes to disk (for the disk's statistics and the timeline). REQUIRES: mu_.
+  static stripe::DiskRequest::Purpose PurposeOf(const Block& block);
   Block* NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
                          uint64_t file_size, int64_t now) REQUIRES(mu_);
   // Bytes of block `index` a read must fetch when the file is `file_size` long: up to the end
