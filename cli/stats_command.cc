@@ -19,6 +19,7 @@ struct StatsArgs {
   std::string mountpoint;
   bool json = false;
   bool breakdown = false;
+  bool streams = false;
   std::string watch_seconds;
   int count = 0;         // --watch: stop after this many intervals (0: until interrupted)
   std::string timeline;  // SVG file
@@ -96,8 +97,12 @@ int RunStats(const StatsArgs& args) {
   std::optional<TipfsMount> mount = FindTipfsMount(args.mountpoint);
   if (!mount) return Usage("stats", args.mountpoint + " is not a tipfs mount point");
   if (!args.timeline.empty()) return RecordTimeline(args, mount->mountpoint);
-  const char* name = args.json ? (args.breakdown ? "breakdown.json" : "stats.json")
-                               : (args.breakdown ? "breakdown" : "stats");
+  if (args.streams && (args.json || args.breakdown)) {
+    return Usage("stats", "--streams is a listing of its own (no --json or --breakdown)");
+  }
+  const char* name = args.streams ? "streams"
+                     : args.json  ? (args.breakdown ? "breakdown.json" : "stats.json")
+                                  : (args.breakdown ? "breakdown" : "stats");
   if (args.watch_seconds.empty()) {
     Result<std::string> text = ReadControlFile(mount->mountpoint, name);
     if (!text.ok()) return Fail("stats", text.status());
@@ -107,7 +112,7 @@ int RunStats(const StatsArgs& args) {
   const auto interval =
       std::chrono::duration<double>(std::strtod(args.watch_seconds.c_str(), nullptr));
   // --json and --breakdown: the whole rendering each interval; otherwise the rates.
-  const bool rates = !args.json && !args.breakdown;
+  const bool rates = !args.json && !args.breakdown && !args.streams;
   Result<std::string> previous = ReadControlFile(mount->mountpoint, rates ? "stats.json" : name);
   if (!previous.ok()) return Fail("stats", previous.status());
   RateTable table;
@@ -132,6 +137,9 @@ Runner AddStatsCommand(CLI::App* app) {
   app->add_flag("--json", args->json, "Machine-readable JSON");
   app->add_flag("--breakdown", args->breakdown,
                 "Per-subsystem time breakdown (FUSE, metadata, cache, disk wait, copy, hints)");
+  app->add_flag("--streams", args->streams,
+                "List the hint streams by process and source: outstanding bytes, blocks "
+                "consumed and prefetched, horizon, the source's accuracy");
   app->add_option("--watch", args->watch_seconds,
                   "Every SECONDS, print the rates of that interval (with --json or --breakdown: "
                   "the whole output)")

@@ -239,6 +239,12 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   store_options.after_unclean_shutdown = unclean;
   Result<std::unique_ptr<meta::MetaStore>> meta =
       meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid, store_options);
+  // A daemon of this volume that has just unmounted removes its pid file a moment before it
+  // closes the store: give it that moment (a store held for longer stays refused).
+  for (int tries = 0; tries < 100 && !meta.ok() && meta.error() == EBUSY; ++tries) {
+    usleep(50'000);
+    meta = meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid, store_options);
+  }
   if (!meta.ok()) return fail(meta.status());
 
   stripe::StripedIo io(volume);

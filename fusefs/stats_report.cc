@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
+#include <fstream>
 
 #include "util/timeline.h"
 #include "util/units.h"
@@ -260,6 +261,7 @@ void StatsReport::Register(ControlFiles* control) {
   control->Add(
       "disk-model", [this] { return DiskModelText(); },
       [this](std::string_view spec) { return SetDiskModel(spec); });
+  control->Add("streams", [this] { return StreamsText(); });
   // The events recorded so far; writing "start" begins a recording, "stop" ends it.
   control->Add(
       "timeline", [this] { return TimelineRecorder::Global()->Text(fs_->volume()->disk_count()); },
@@ -426,6 +428,34 @@ std::string StatsReport::Prometheus() const {
   if (disks_->emulation) stripe::AppendDiskStatsPrometheus(&out, disks_->emulation->Stats());
   if (disks_->health) {
     stripe::AppendDiskHealthPrometheus(&out, *disks_->health, fs_->volume()->disk_count());
+  }
+  return out;
+}
+
+std::string StatsReport::StreamsText() const {
+  const cache::CacheStats s = cache_->Stats();
+  const std::vector<cache::StreamSummary> streams = cache_->ListStreams();
+  std::string out;
+  Appendf(&out, "%zu hint stream%s\n", streams.size(), streams.size() == 1 ? "" : "s");
+  for (const cache::StreamSummary& st : streams) {
+    std::string comm;
+    std::ifstream("/proc/" + std::to_string(st.owner) + "/comm") >> comm;
+    if (st.id < (uint64_t{1} << 32)) {
+      Appendf(&out, "stream %" PRIu64, st.id);
+    } else {
+      Appendf(&out, "stream %#" PRIx64, st.id);
+    }
+    Appendf(&out,
+            " of pid %u (%s), %s: %" PRIu64 " blocks consumed, %" PRIu64 " prefetched, %" PRIu64
+            " segments pending, horizon %.1f\n",
+            st.owner, comm.empty() ? "gone" : comm.c_str(),
+            st.warmup ? "warm-up" : (st.shared ? "shared with its descendants" : "reader"),
+            st.blocks_consumed, st.blocks_prefetched, st.segments_pending, st.horizon);
+    for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
+      if (st.outstanding_bytes[i] == 0) continue;
+      Appendf(&out, "  %-19s %s outstanding; source accuracy %s\n", SourceName(i),
+              FormatSize(st.outstanding_bytes[i]).c_str(), AccuracyText(s, i).c_str());
+    }
   }
   return out;
 }

@@ -4,6 +4,7 @@
 //   breakdown(.json)      per-subsystem time since mount (seed 002, Figure 5.9)
 //   disk-model            the emulated disks' model; writing a spec changes the knobs live
 //   timeline              the disks' and readers' intervals (util/timeline.h); write start|stop
+//   streams               the hint streams by process and source
 // Renders on demand (at open); holds no state of its own besides the mount time.
 #pragma once
 
@@ -36,6 +37,7 @@ class StatsReport {
   std::string BreakdownText() const;
   std::string BreakdownJsonText() const;
   std::string DiskModelText() const;
+  std::string StreamsText() const;
   Status SetDiskModel(std::string_view spec);
 
  private:

@@ -209,5 +209,35 @@ TEST_F(ObserveTest, MetricsOverHttpAnswerARealClientWithPrometheusNames) {
             std::string::npos);
 }
 
+TEST_F(ObserveTest, StreamsListsHintStreamsByProcessAndSource) {
+  MakeVolume("--data-cache direct");
+  CommandResult none = RunSplit(TipfsBinary() + " stats --streams " + volume_->mountpoint());
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.out, "0 hint streams\n");
+  // A process that disclosed two files and reads nothing: its stream stays while it lives.
+  const std::string ready = volume_->root() + "/ready";
+  const std::string holder = "PYTHONPATH=" TIPFS_SOURCE_DIR
+                             "/python python3 -c 'import sys, time, tipfs\n"
+                             "s = tipfs.HintStream(sys.argv[1])\n"
+                             "s.disclose([sys.argv[1] + \"/f0\", sys.argv[1] + \"/f1\"])\n"
+                             "open(sys.argv[2], \"w\").close()\n"
+                             "time.sleep(600)' " +
+                             volume_->mountpoint() + " " + ready + " >/dev/null 2>&1 & echo $!";
+  std::string pid;
+  ASSERT_EQ(RunCommand(holder, &pid), 0);
+  for (int i = 0; i < 3000 && access(ready.c_str(), F_OK) != 0; ++i) usleep(10000);
+  CommandResult listed = RunSplit(TipfsBinary() + " stats --streams " + volume_->mountpoint());
+  RunCommand("kill " + pid);
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_TRUE(std::regex_search(listed.out, std::regex("^1 hint stream\n"))) << listed.out;
+  EXPECT_TRUE(std::regex_search(
+      listed.out, std::regex("stream " + std::to_string(std::stoi(pid)) + " of pid " +
+                             std::to_string(std::stoi(pid)) + " \\(python3\\), reader: ")))
+      << listed.out;
+  EXPECT_TRUE(std::regex_search(listed.out,
+                                std::regex("\n  manual +2[.0]* MiB outstanding; source accuracy ")))
+      << listed.out;
+}
+
 }  // namespace
 }  // namespace tipfs::testing
