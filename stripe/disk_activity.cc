@@ -61,7 +61,7 @@ int64_t DiskActivity::Submitted(uint32_t disk, const DiskRequest& request) {
   const int64_t now = clock_->NowNanos();
   PerDisk& d = *disks_[disk];
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(&d.mu);
     AdvanceLocked(d, now);
     ++d.stats.outstanding;
     d.stats.max_outstanding = std::max(d.stats.max_outstanding, d.stats.outstanding);
@@ -87,7 +87,7 @@ void DiskActivity::Completed(uint32_t disk, DiskRequest::Kind kind, DiskRequest:
   const int64_t now = clock_->NowNanos();
   PerDisk& d = *disks_[disk];
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(&d.mu);
     AdvanceLocked(d, now);
     if (d.stats.outstanding > 0) --d.stats.outstanding;
     ++d.stats.completed;
@@ -124,7 +124,7 @@ std::vector<DiskActivityStats> DiskActivity::Stats() const {
   const int64_t now = clock_->NowNanos();
   std::vector<DiskActivityStats> out;
   for (const auto& d : disks_) {
-    std::lock_guard<std::mutex> lock(d->mu);
+    MutexLock lock(&d->mu);
     DiskActivityStats s = d->stats;
     // Up to now, without moving the board's own state (Stats is const).
     const int64_t dt = std::max<int64_t>(0, now - d->last_change_ns);

@@ -13,11 +13,11 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "stripe/disk_wrapper.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/statistics.h"
 
 namespace tipfs::stripe {
@@ -57,12 +57,12 @@ class DiskActivity {
 
  private:
   struct PerDisk {
-    mutable std::mutex mu;
-    DiskActivityStats stats;     // GUARDED_BY(mu)
-    int64_t last_change_ns = 0;  // GUARDED_BY(mu): when `outstanding` last changed
+    mutable Mutex mu;
+    DiskActivityStats stats GUARDED_BY(mu);
+    int64_t last_change_ns GUARDED_BY(mu) = 0;  // when `outstanding` last changed
   };
-  // REQUIRES: d.mu held. Brings the time integrals up to `now`.
-  static void AdvanceLocked(PerDisk& d, int64_t now);
+  // Brings the time integrals up to `now`.
+  static void AdvanceLocked(PerDisk& d, int64_t now) REQUIRES(d.mu);
 
   Clock* const clock_;
   Statistics* const statistics_;

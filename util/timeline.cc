@@ -24,7 +24,7 @@ TimelineRecorder* TimelineRecorder::Global() {
 }
 
 void TimelineRecorder::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (recording_.fetch_add(1, std::memory_order_relaxed) == 0) {
     events_.clear();
     dropped_ = 0;
@@ -32,14 +32,14 @@ void TimelineRecorder::Start() {
 }
 
 void TimelineRecorder::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (recording_.load(std::memory_order_relaxed) > 0) {
     recording_.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
 void TimelineRecorder::Append(const TimelineEvent& event) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (events_.size() >= kMaxEvents) {
     ++dropped_;
     return;
@@ -48,7 +48,7 @@ void TimelineRecorder::Append(const TimelineEvent& event) {
 }
 
 std::vector<TimelineEvent> TimelineRecorder::Events(uint64_t* dropped) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (dropped != nullptr) *dropped = dropped_;
   return events_;
 }

@@ -14,9 +14,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace tipfs {
 
@@ -63,9 +64,9 @@ class TimelineRecorder {
   void Append(const TimelineEvent& event);
 
   std::atomic<int> recording_{0};
-  mutable std::mutex mu_;
-  std::vector<TimelineEvent> events_;  // GUARDED_BY(mu_)
-  uint64_t dropped_ = 0;               // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<TimelineEvent> events_ GUARDED_BY(mu_);
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
 };
 
 struct TimelineData {
