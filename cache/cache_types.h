@@ -119,6 +119,19 @@ struct StreamInfo {
   double horizon = 0;              // its prefetch horizon P, in block accesses
 };
 
+// One hint stream as `tipfs stats --streams` lists it (FileCache::ListStreams).
+struct StreamSummary {
+  uint64_t id = 0;
+  uint32_t owner = 0;   // the process charged for its hints
+  bool warmup = false;  // prefetched in order for whoever reads (tipfs hint), not matched
+  bool shared = false;  // its owner's descendants consume it too (TIPFS_IOC_SHARE)
+  std::array<uint64_t, kHintSourceCount> outstanding_bytes{};  // not yet read, by source
+  uint64_t segments_pending = 0;
+  uint64_t blocks_consumed = 0;
+  uint64_t blocks_prefetched = 0;
+  double horizon = 0;  // its prefetch horizon P, in block accesses
+};
+
 // A snapshot of the cache's counters and gauges (fusefs renders it as .tipfs/stats text and JSON
 // and as Prometheus text in .tipfs/metrics). Counters only grow; gauges are current values.
 struct CacheStats {

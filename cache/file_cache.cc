@@ -16,6 +16,7 @@
 #include "stripe/io_ring.h"
 #include "util/mutex.h"
 #include "util/perf_context.h"
+#include "util/timeline.h"
 
 namespace tipfs::cache {
 
@@ -378,6 +379,25 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
   return Result<size_t>(static_cast<size_t>(n));
 }
 
+// Why a block is fetched, for the disks' statistics and the timeline.
+stripe::DiskRequest::Purpose FileCache::PurposeOf(const Block& block) {
+  using Purpose = stripe::DiskRequest::Purpose;
+  switch (block.origin) {
+    case BlockOrigin::kDemand:
+      return Purpose::kDemand;
+    case BlockOrigin::kReadahead:
+      return Purpose::kReadahead;
+    case BlockOrigin::kWarmup:
+      return Purpose::kHinted;
+    case BlockOrigin::kHinted:
+      return block.hint_source == static_cast<uint8_t>(HintSource::kSpeculative) ||
+                     block.hint_source == static_cast<uint8_t>(HintSource::kSpeculativeTainted)
+                 ? Purpose::kSpeculative
+                 : Purpose::kHinted;
+  }
+  return Purpose::kDemand;
+}
+
 Result<size_t> FileCache::FinishPending(PendingRead* read) {
   Status st;
   {
@@ -390,6 +410,9 @@ Result<size_t> FileCache::FinishPending(PendingRead* read) {
     const int64_t end = clock_->NowNanos();
     stall_nanos_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, end - read->start_ns)),
                            std::memory_order_relaxed);
+    TimelineRecorder::Global()->Record(
+        TimelineEvent{read->start_ns, end, static_cast<uint32_t>(read->length),
+                      read->reader != nullptr ? read->reader->tgid : 0, TimelineActivity::kStall});
     TipEvents::ReadFinished(read->reader.get(), end);
   }
   if (!st.ok()) return Result<size_t>(st);
@@ -433,6 +456,9 @@ void FileCache::DrainIssues() {
       work.swap(issue_demand_);  // demand reads go out first
       work.insert(work.end(), issue_prefetch_.begin(), issue_prefetch_.end());
       issue_prefetch_.clear();
+      for (std::shared_ptr<Fetch>& f : work) {
+        if (f->block != nullptr) f->purpose = PurposeOf(*f->block);
+      }
     }
     stripe::IoRing::SubmitBatch batch;
     for (std::shared_ptr<Fetch>& f : work) {
@@ -445,7 +471,7 @@ void FileCache::DrainIssues() {
       io_->ReadAsync(raw->key.ino, raw->key.index * block_size_, raw->length, raw->buffer.get(),
                      raw->prefetch ? stripe::DiskRequest::Priority::kPrefetch
                                    : stripe::DiskRequest::Priority::kDemand,
-                     [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });
+                     raw->purpose, [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });
       // T_driver is CPU time too (the CPU cost of issuing a disk read).
       if (timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0);
     }

@@ -100,6 +100,8 @@ class FileCache {
   // Drops `owner`'s sharing marks and cancels its streams (fusefs: the process exited).
   void ForgetSharer(uint32_t owner);
   StreamInfo QueryStream(uint64_t stream) const;
+  // Every stream, readers' and warm-ups', by id (`tipfs stats --streams`).
+  std::vector<StreamSummary> ListStreams() const;
 
   // A disk whose reads fail gets no prefetches (hinted, read-ahead, warm-up) until it works
   // again; demand reads still go to it and get its error. Called by the volume's disk health
@@ -128,6 +130,8 @@ class FileCache {
   // Submits the fetches queued under mu_ (demand first).
   void DrainIssues() EXCLUDES(mu_);
   // All below run with mu_ held.
+  // Why a block's fetch goes to disk (for the disk's statistics and the timeline).
+  static stripe::DiskRequest::Purpose PurposeOf(const Block& block);
   // A new block of `ino` read from the disks as far as a file of `file_size` bytes goes.
   Block* NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
                          uint64_t file_size, int64_t now) REQUIRES(mu_);

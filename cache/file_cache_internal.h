@@ -29,7 +29,8 @@ struct Fetch {
   BlockKey key;
   uint32_t disk = 0;
   bool prefetch = false;  // bounded per disk; issued with priority kPrefetch
-  uint32_t length = 0;    // bytes read from the block's start (the rest of the buffer is zeros)
+  stripe::DiskRequest::Purpose purpose = stripe::DiskRequest::Purpose::kDemand;  // set at issue
+  uint32_t length = 0;  // bytes read from the block's start (the rest of the buffer is zeros)
   int64_t submit_ns = 0;
   uint64_t inode_epoch = 0;
   std::shared_ptr<char[]> buffer;

@@ -81,6 +81,8 @@ class TipManager {
   Status ShareStream(uint64_t stream, uint32_t owner, bool shared);
   void ForgetSharer(uint32_t owner);
   StreamInfo QueryStream(uint64_t stream) const;
+  // Every stream, readers' and warm-ups', by id (cache/stream_listing.cc).
+  std::vector<StreamSummary> ListStreams() const;
   // Applies the manager's changeable options; drops every hint when hints become ignored.
   void SetOptions(const CacheOptions& options);
   // Fills the manager's counters and estimates into *stats.

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "util/status.h"
 
@@ -21,10 +22,31 @@ Runner AddHintCommand(CLI::App* app);
 Runner AddRunCommand(CLI::App* app);
 Runner AddFsckCommand(CLI::App* app);
 
+// Exit statuses: 0 success, 1 the command failed at run time, 2 it was used wrongly (a bad option
+// or value, a missing argument), as tipfs(8) says.
+constexpr int kUsageError = 2;
+
 // Prints "tipfs <command>: <message>" to stderr and returns exit status 1.
 int Fail(const std::string& command, const Status& status);
+// Prints "tipfs <command>: <message> (see tipfs <command> --help)" and returns kUsageError.
+int Usage(const std::string& command, const std::string& message);
 
-// A CLI11 validator for sizes with K/M/G suffixes.
-CLI::Validator SizeValidator();
+// CLI11 validators whose messages name the value and what was expected.
+CLI::Validator SizeValidator();             // 64K, 12M, 1G...
+CLI::Validator PositiveSecondsValidator();  // 0 < seconds <= 86400
+CLI::Validator OneOf(std::vector<std::string> choices);
+
+// Timelines (cli/timeline_file.cc): recording on a mount, then the SVG picture of a window of
+// CLOCK_MONOTONIC time. FinishTimeline stops the recording, writes the file and returns the
+// one-line description (disks busy, at once, stalls).
+int64_t MonotonicNanos();
+Status CheckTimelinePath(const std::string& svg_path);
+Status StartTimeline(const std::string& mountpoint);
+Result<std::string> FinishTimeline(const std::string& mountpoint, int64_t start_ns, int64_t end_ns,
+                                   const std::string& svg_path, const std::string& title);
+
+// Help in tipfs's own notation ("--cache-size SIZE", "DISK..."), not CLI11's ("TEXT:SIZE",
+// "DISK(1x)"); applied to the app and every subcommand.
+void UseTipfsHelp(CLI::App* app);
 
 }  // namespace tipfs::cli

@@ -2,6 +2,7 @@
 // default source, warmup, prefetches them in the given order whoever reads them later: a cache
 // warm-up before a job starts.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -77,10 +78,9 @@ Result<std::string> MountOf(const std::string& path) {
 
 int RunHint(const HintArgs& args) {
   if (args.source != "warmup") {
-    return Fail("hint", Status::InvalidArgument(
-                            "--source " + args.source +
-                            ": only warmup hints can outlive this command (programs disclose "
-                            "their own hints through tipfs_hint(3))"));
+    return Usage("hint", "--source " + args.source +
+                             ": only warmup hints can outlive this command (programs disclose "
+                             "their own hints through tipfs_hint(3))");
   }
   std::vector<std::string> specs = args.specs;
   if (!args.list_file.empty()) {
@@ -91,7 +91,7 @@ int RunHint(const HintArgs& args) {
       if (!line.empty()) specs.push_back(line);
     }
   }
-  if (specs.empty()) return Fail("hint", Status::InvalidArgument("nothing to hint"));
+  if (specs.empty()) return Usage("hint", "nothing to hint (give PATHs or --list FILE)");
 
   std::string mount;
   auto request = std::make_unique<tipfs_hint_paths>();
@@ -101,6 +101,14 @@ int RunHint(const HintArgs& args) {
   for (const std::string& spec : specs) {
     Result<Target> target = ParseTarget(spec);
     if (!target.ok()) return Fail("hint", target.status());
+    // The daemon checks the same with the caller's credentials, but answers only an errno for the
+    // whole request: find the path at fault here, so the message can name it.
+    struct stat st;
+    if (stat(target->path.c_str(), &st) != 0) return Fail("hint", ErrnoStatus(spec));
+    if (S_ISDIR(st.st_mode)) {
+      return Fail("hint", Status::FromErrno(EISDIR, spec + " is a directory (hint its files)"));
+    }
+    if (access(target->path.c_str(), R_OK) != 0) return Fail("hint", ErrnoStatus(spec));
     Result<std::string> target_mount = MountOf(target->path);
     if (!target_mount.ok()) return Fail("hint", target_mount.status());
     if (mount.empty()) {
@@ -119,12 +127,14 @@ int RunHint(const HintArgs& args) {
       if (errno != ENOSPC || tipfs_hint_paths_send(fd, request.get()) != 0 ||
           tipfs_hint_paths_add(request.get(), relative.c_str(), target->offset, target->length) !=
               0) {
-        return Fail("hint", ErrnoStatus("hint " + spec));
+        return Fail("hint", ErrnoStatus("hints up to " + spec + " on " + mount));
       }
     }
     ++hinted;
   }
-  if (tipfs_hint_paths_send(fd, request.get()) != 0) return Fail("hint", ErrnoStatus("hint"));
+  if (tipfs_hint_paths_send(fd, request.get()) != 0) {
+    return Fail("hint", ErrnoStatus("hints for " + std::to_string(hinted) + " files on " + mount));
+  }
   close(fd);
   std::printf("tipfs: hinted %zu file%s on %s for warm-up\n", hinted, hinted == 1 ? "" : "s",
               mount.c_str());
@@ -136,8 +146,10 @@ int RunHint(const HintArgs& args) {
 Runner AddHintCommand(CLI::App* app) {
   auto args = std::make_shared<HintArgs>();
   app->add_option("--list", args->list_file,
-                  "Read more PATH[:OFFSET[:LENGTH]] lines from FILE (- = stdin)");
-  app->add_option("--source", args->source, "Hint source: warmup (prefetch in this order)");
+                  "Read more PATH[:OFFSET[:LENGTH]] lines from FILE (- = stdin)")
+      ->option_text("FILE");
+  app->add_option("--source", args->source, "Hint source: warmup (prefetch in this order)")
+      ->option_text("warmup");
   app->add_option("PATH", args->specs,
                   "PATH[:OFFSET[:LENGTH]] inside a tipfs mount, in read order");
   return [args] { return RunHint(*args); };

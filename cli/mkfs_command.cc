@@ -1,3 +1,5 @@
+// `tipfs mkfs`: labels the disks and creates the metadata store, private to its owner.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -5,6 +7,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "fusefs/daemon.h"
 #include "meta/meta_store.h"
 #include "stripe/layout.h"
 #include "stripe/mkfs.h"
@@ -42,9 +45,14 @@ int RunMkfs(const MkfsArgs& args) {
 
   Result<stripe::Label> label = stripe::Mkfs(options);
   if (!label.ok()) return Fail("mkfs", label.status());
+  const mode_t old_umask = umask(077);  // the store's files hold names: its owner's only
   Result<std::unique_ptr<meta::MetaStore>> store =
       meta::MetaStore::Create(stripe::MetaPath(*label), label->volume_uuid, getuid(), getgid());
+  umask(old_umask);
   if (!store.ok()) return Fail("mkfs", store.status());
+  store->reset();  // closed: every file it made is there to be made private
+  Status private_modes = fusefs::MakeVolumePrivate(*label);
+  if (!private_modes.ok()) return Fail("mkfs", private_modes);
   std::printf("tipfs: created volume %s: %zu disk%s, stripe unit %s\n", label->volume_uuid.c_str(),
               label->disk_names.size(), label->disk_names.size() == 1 ? "" : "s",
               FormatSize(label->stripe_unit).c_str());
@@ -57,6 +65,7 @@ Runner AddMkfsCommand(CLI::App* app) {
   auto args = std::make_shared<MkfsArgs>();
   app->add_option("--stripe-unit", args->stripe_unit,
                   "Bytes per stripe unit: a power of two, at least 4K (default 64K)")
+      ->option_text("SIZE")
       ->check(SizeValidator());
   app->add_option("--meta", args->meta_dir,
                   "Local directory for the metadata store (default: the first directory disk; "

@@ -14,4 +14,12 @@ std::optional<TipfsMount> FindTipfsMount(const std::string& path) {
   return std::nullopt;
 }
 
+std::vector<TipfsMount> AllTipfsMounts() {
+  std::vector<TipfsMount> mounts;
+  for (const MountEntry& entry : ReadMountTable()) {
+    if (entry.fstype == "fuse.tipfs") mounts.push_back(TipfsMount{entry.mountpoint, entry.source});
+  }
+  return mounts;
+}
+
 }  // namespace tipfs::cli

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tipfs::cli {
 
@@ -13,5 +14,7 @@ struct TipfsMount {
 
 // The tipfs mount at `path` (after realpath), or nullopt when nothing of tipfs is mounted there.
 std::optional<TipfsMount> FindTipfsMount(const std::string& path);
+// Every tipfs mount this process can see.
+std::vector<TipfsMount> AllTipfsMounts();
 
 }  // namespace tipfs::cli

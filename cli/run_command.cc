@@ -1,5 +1,9 @@
 // `tipfs run`: runs an unmodified program with automatic hints from speculative execution
-// (libtipspec preloaded; see libtipspec(3)).
+// (libtipspec preloaded; see libtipspec(3)), and ends as the program ended: its exit code, or
+// the signal that killed it.
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -13,26 +17,87 @@ struct RunArgs {
   std::string mount;
   std::string wait;  // "", "on", "off"
   bool stats = false;
+  bool no_speculation = false;
   std::string stats_file;
+  std::string timeline;  // SVG file
   std::vector<std::string> command;
 };
 
+// The tipfs mount a timeline is recorded on: --mount, else the only one there is.
+Result<std::string> TimelineMount(const std::string& named) {
+  if (!named.empty()) return named;
+  std::vector<TipfsMount> mounts = AllTipfsMounts();
+  if (mounts.size() == 1) return mounts[0].mountpoint;
+  return Status::InvalidArgument(mounts.empty()
+                                     ? "--timeline: no tipfs mount to record"
+                                     : "--timeline: several tipfs mounts; name one with --mount");
+}
+
+// Ends this process by the signal that ended the program, so that whoever waits for `tipfs run`
+// (a shell, make) sees what it would have seen of the program itself.
+int DieBy(int sig, int fallback_status) {
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);  // the program dumped its own core, if any
+  signal(sig, SIG_DFL);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  raise(sig);
+  return fallback_status;  // a signal whose default is not to terminate
+}
+
 int RunRun(const RunArgs& args) {
-  if (args.command.empty()) {
-    return Fail("run", Status::InvalidArgument("no command given (tipfs run -- CMD [ARG...])"));
-  }
+  if (args.command.empty())
+    return Usage("run", "no command given (tipfs run [OPTIONS] -- CMD [ARG...])");
   spec::RunOptions options;
   if (!args.mount.empty()) {
     std::optional<TipfsMount> mount = FindTipfsMount(args.mount);
-    if (!mount)
-      return Fail("run", Status::InvalidArgument(args.mount + " is not a tipfs mount point"));
+    if (!mount) return Usage("run", "--mount " + args.mount + ": not a tipfs mount point");
     options.mount = mount->mountpoint;
   }
   if (!args.wait.empty()) options.wait_for_data = args.wait == "on";
+  options.speculate = !args.no_speculation;
+  if (args.no_speculation && args.stats) {
+    return Usage("run", "--stats counts speculation, which --no-speculation turns off");
+  }
   options.print_stats = args.stats;
   options.stats_file = args.stats_file;
-  Result<int> status = spec::RunUnderSpeculation(options, args.command);
-  if (!status.ok()) return Fail("run", status.status());
+  std::string timeline_mount;
+  if (!args.timeline.empty()) {
+    Result<std::string> mount = TimelineMount(options.mount);
+    if (!mount.ok()) return Usage("run", mount.status().message());
+    timeline_mount = *mount;
+    Status st = CheckTimelinePath(args.timeline);
+    if (!st.ok()) return Fail("run", st);
+    st = StartTimeline(timeline_mount);
+    if (!st.ok()) return Fail("run", st);
+  }
+  const int64_t started = MonotonicNanos();
+  int killed_by = 0;
+  Result<int> status = spec::RunUnderSpeculation(options, args.command, &killed_by);
+  if (!timeline_mount.empty()) {
+    std::string title = "tipfs run --";
+    for (const std::string& word : args.command) title += " " + word;
+    Result<std::string> described =
+        FinishTimeline(timeline_mount, started, MonotonicNanos(), args.timeline, title);
+    if (described.ok()) {
+      std::fprintf(stderr, "tipfs run: timeline %s: %s\n", args.timeline.c_str(),
+                   described->c_str());
+    } else {
+      std::fprintf(stderr, "tipfs run: timeline: %s\n", described.status().ToString().c_str());
+    }
+  }
+  if (!status.ok()) {
+    // As a shell reports it: 127 when the command is not found, 126 when it cannot be run.
+    std::fprintf(stderr, "tipfs run: %s\n", status.status().message().c_str());
+    if (status.error() == ENOENT) return 127;
+    if (status.error() == EACCES || status.error() == ENOEXEC || status.error() == ENOTDIR) {
+      return 126;
+    }
+    return 1;
+  }
+  if (killed_by != 0) return DieBy(killed_by, *status);
   return *status;
 }
 
@@ -40,15 +105,26 @@ int RunRun(const RunArgs& args) {
 
 Runner AddRunCommand(CLI::App* app) {
   auto args = std::make_shared<RunArgs>();
-  app->add_option("--mount", args->mount,
-                  "Speculate on this tipfs mount only (default: every one)");
+  app->add_option("--mount", args->mount, "Speculate on this tipfs mount only (default: every one)")
+      ->option_text("MOUNTPOINT");
   app->add_option("--wait-for-data", args->wait,
                   "on: the speculating copy waits for data it hinted (follows data dependencies); "
                   "off: it runs on without it")
-      ->check(CLI::IsMember({"on", "off"}));
-  app->add_flag("--stats", args->stats, "Print speculation counters when the command ends");
-  app->add_option("--stats-file", args->stats_file, "Write the counters to FILE instead");
-  app->add_option("COMMAND", args->command, "The command and its arguments (after --)")->required();
+      ->option_text("on|off")
+      ->check(OneOf({"on", "off"}));
+  app->add_flag("--stats", args->stats,
+                "When the program and every process it started have ended, print the "
+                "speculation counters of them all, summed");
+  app->add_option("--stats-file", args->stats_file,
+                  "Append each process's counters to FILE instead")
+      ->option_text("FILE");
+  app->add_flag("--no-speculation", args->no_speculation,
+                "Run the program as it is (a baseline: same timeline, waiting and exit status)");
+  app->add_option("--timeline", args->timeline,
+                  "Draw the run as an SVG picture: each disk's requests over time by purpose, "
+                  "and the program's stalls")
+      ->option_text("FILE.svg");
+  app->add_option("COMMAND", args->command, "The command and its arguments (after --)");
   app->prefix_command();
   return [args] { return RunRun(*args); };
 }

@@ -1,5 +1,6 @@
 #include "fusefs/daemon.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +16,9 @@
 #include "fusefs/disk_array.h"
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/hint_ioctls.h"
+#include "fusefs/metrics_server.h"
 #include "fusefs/stats_report.h"
+#include "stripe/disk_name.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "util/clock.h"
@@ -37,6 +40,7 @@ class Session {
   Status Start(FuseBridge* bridge, const MountOptions& options, const std::string& fsname) {
     std::string mount_opts = "fsname=" + fsname + ",subtype=tipfs,default_permissions";
     if (options.allow_other) mount_opts += ",allow_other";
+    for (const std::string& flag : options.kernel_flags) mount_opts += "," + flag;
     std::vector<std::string> argv_strings = {"tipfs", "-o", mount_opts};
     std::vector<char*> argv;
     for (std::string& s : argv_strings) argv.push_back(s.data());
@@ -89,24 +93,112 @@ Status WriteDurably(const std::string& path, const std::string& text) {
   return ok ? Status::OK() : ErrnoStatus("fsync " + dir, err);
 }
 
+// The pid in `pid_file` when it names a running tipfs daemon other than this process, else 0.
+pid_t LiveDaemon(const std::string& pid_file) {
+  pid_t pid = 0;
+  std::ifstream(pid_file) >> pid;
+  if (pid <= 0 || pid == getpid()) return 0;
+  std::string comm;
+  std::ifstream("/proc/" + std::to_string(pid) + "/comm") >> comm;
+  return comm == "tipfs" ? pid : 0;
+}
+
+// A daemon of this volume that is still running: when the volume is mounted, the mount is
+// refused; when it was just unmounted (umount(8) returns before the daemon has made everything
+// durable and exited), the new one waits for it to finish rather than race it for the store.
+Status WaitForEarlierDaemon(const std::string& pid_file, const std::string& disk0) {
+  const pid_t live = LiveDaemon(pid_file);
+  if (live == 0) return Status::OK();  // none, or it died (the mount recovers, see below)
+  for (const MountEntry& entry : ReadMountTable()) {
+    if (entry.fstype == "fuse.tipfs" && entry.source == disk0) {
+      return Status::Busy("volume " + disk0 + " is already mounted at " + entry.mountpoint +
+                          " (daemon pid " + std::to_string(live) + ")");
+    }
+  }
+  for (int waited_ms = 0; waited_ms < 60'000; waited_ms += 20) {
+    if (LiveDaemon(pid_file) == 0) return Status::OK();
+    usleep(20'000);
+  }
+  return Status::Busy("volume " + disk0 + " is still served by daemon pid " +
+                      std::to_string(LiveDaemon(pid_file)) +
+                      ", which has not exited a minute after its unmount");
+}
+
+// chmod `path` to `mode` unless it has it already (a read-only backing store that is right is
+// no error).
+Status EnsureMode(const std::string& path, mode_t mode) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path);
+  if (S_ISLNK(st.st_mode) || (st.st_mode & 07777) == mode) return Status::OK();
+  if (chmod(path.c_str(), mode) != 0) return ErrnoStatus("make " + path + " private (chmod)");
+  return Status::OK();
+}
+
 }  // namespace
+
+Status MakeVolumePrivate(const stripe::Label& label) {
+  for (const std::string& disk : label.disk_names) {
+    // A RADOS disk's objects are guarded by the cluster's caps (cephx), not by file modes.
+    if (stripe::IsRadosName(disk)) continue;
+    const std::string objects = disk + "/objects";
+    TIPFS_RETURN_IF_ERROR(EnsureMode(objects, 0700));
+    if (DIR* dir = opendir(objects.c_str())) {
+      while (dirent* d = readdir(dir)) {
+        if (d->d_name[0] == '.' || d->d_type != DT_DIR) continue;
+        Status st = EnsureMode(objects + "/" + d->d_name, 0700);
+        if (!st.ok()) {
+          closedir(dir);
+          return st;
+        }
+      }
+      closedir(dir);
+    }
+  }
+  const std::string meta = stripe::MetaPath(label);
+  TIPFS_RETURN_IF_ERROR(EnsureMode(meta, 0700));
+  DIR* dir = opendir(meta.c_str());
+  if (dir == nullptr) return ErrnoStatus("list " + meta);
+  Status st;
+  while (dirent* d = readdir(dir)) {
+    if (d->d_name[0] == '.') continue;
+    const std::string path = meta + "/" + d->d_name;
+    st = EnsureMode(path, d->d_type == DT_DIR ? 0700 : 0600);
+    if (!st.ok()) break;
+  }
+  closedir(dir);
+  return st;
+}
 
 std::string PidFilePath(const std::string& disk0) { return disk0 + "/tipfs.pid"; }
 
 Status CheckMountpoint(const std::string& mountpoint) {
+  const std::string canonical = CanonicalPath(mountpoint);
+  const MountEntry* there = nullptr;
+  std::vector<MountEntry> table = ReadMountTable();
+  for (const MountEntry& entry : table) {
+    if (entry.mountpoint == canonical) there = &entry;  // the last one is the visible one
+  }
   struct stat st;
   if (stat(mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOTCONN && there != nullptr) {
+      return Status::FromErrno(ENOTCONN, "mountpoint " + mountpoint +
+                                             ": the daemon of the tipfs mount there is gone; run "
+                                             "tipfs umount " +
+                                             mountpoint + " first");
+    }
     return ErrnoStatus("mountpoint " + mountpoint);
   }
   if (!S_ISDIR(st.st_mode)) {
     return Status::FromErrno(ENOTDIR, "mountpoint " + mountpoint + " is not a directory");
   }
-  const std::string canonical = CanonicalPath(mountpoint);
-  bool mounted = false;
-  for (const MountEntry& entry : ReadMountTable()) mounted |= entry.mountpoint == canonical;
-  if (mounted) {
-    return Status::Busy("mountpoint " + mountpoint +
-                        " is busy: something is already mounted there");
+  if (there != nullptr) {
+    // Never let a caller take an old mount for the new one: say whose it is.
+    if (there->fstype == "fuse.tipfs") {
+      return Status::Busy("mountpoint " + mountpoint + " is busy: tipfs volume " + there->source +
+                          " is still mounted there (tipfs umount " + mountpoint + " first)");
+    }
+    return Status::Busy("mountpoint " + mountpoint + " is busy: " + there->fstype + " " +
+                        there->source + " is mounted there");
   }
   return Status::OK();
 }
@@ -123,6 +215,8 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   Status st = CheckMountpoint(options.mountpoint);
   if (!st.ok()) return fail(st);
+  // Everything the daemon creates on the disks (objects, the store's files) is its owner's alone.
+  umask(077);
 
   Clock* clock = SystemClock::Default();
   Statistics statistics;
@@ -131,14 +225,29 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   stripe::Volume* volume = disks->volume.get();
   const stripe::Label& label = volume->label();
 
+  st = cache::FileCache::ValidateOptions(options.cache, label.stripe_unit);
+  if (!st.ok()) return fail(st.WithContext("--cache-size"));
+
   // A pid file left behind means the last daemon did not exit cleanly (killed, or the power
   // failed): the store's log may end in a torn record, and objects may need repair (below).
   const std::string pid_file = PidFilePath(stripe::HomeDir(label));
+  st = WaitForEarlierDaemon(pid_file, stripe::HomeDir(label));
+  if (!st.ok()) return fail(st);
+  // Before the store opens: a volume made with looser modes is repaired at every mount (a
+  // read-only mount of a volume on a read-only store included, when its modes are right).
+  st = MakeVolumePrivate(label);
+  if (!st.ok()) return fail(st);
   const bool unclean = access(pid_file.c_str(), F_OK) == 0;
   meta::MetaStoreOptions store_options;
   store_options.after_unclean_shutdown = unclean;
   Result<std::unique_ptr<meta::MetaStore>> meta =
       meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid, store_options);
+  // A daemon of this volume that has just unmounted removes its pid file a moment before it
+  // closes the store: give it that moment (a store held for longer stays refused).
+  for (int tries = 0; tries < 100 && !meta.ok() && meta.error() == EBUSY; ++tries) {
+    usleep(50'000);
+    meta = meta::MetaStore::Open(stripe::MetaPath(label), label.volume_uuid, store_options);
+  }
   if (!meta.ok()) return fail(meta.status());
 
   stripe::StripedIo io(volume);
@@ -151,6 +260,7 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
     ~ListenerGuard() { board->SetListener(nullptr); }
   } listener_guard{disks->health.get()};
   FileSystem fs(volume, meta->get(), &cache);
+  fs.set_atime_mode(options.read_only ? AtimeMode::kNever : options.atime);
   st = fs.Recover();
   if (!st.ok()) return fail(st.WithContext("reclaiming unlinked files"));
   // After an unclean shutdown, objects may hold bytes past their file's recorded end (a write
@@ -172,8 +282,14 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   ControlFiles control;
   HintIoctls hints(&fs, &cache, options.mountpoint);
-  StatsReport report(&fs, &cache, &disks.value(), &hints, &statistics, clock, options.mountpoint);
+  StatsReport report(&fs, &cache, &disks.value(), &hints, &statistics, clock, options.mountpoint,
+                     options.data_cache);
   report.Register(&control);
+  MetricsServer metrics;  // stopped before the report it renders goes
+  if (!options.metrics_listen.empty()) {
+    st = metrics.Start(options.metrics_listen, [&report] { return report.Prometheus(); });
+    if (!st.ok()) return fail(st);
+  }
 
   FuseBridge bridge(&fs, &control, &hints, &statistics, options);
   Session session;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fusefs/mount_options.h"
+#include "stripe/volume.h"
 #include "util/status.h"
 
 namespace tipfs::fusefs {
@@ -14,6 +15,12 @@ namespace tipfs::fusefs {
 // Checks that `mountpoint` is an existing directory and not already a mount point; the error
 // names the path and the problem.
 Status CheckMountpoint(const std::string& mountpoint);
+
+// Makes what a volume stores private to its owner: every disk's objects/ and its fan-out
+// directories 0700, disk 0's meta/ 0700 and each file in it 0600 (file names and contents are in
+// there). mkfs calls it, and every mount, which so repairs volumes made with looser modes; the
+// daemon's umask (077) keeps the files it creates later private. The error names the path.
+Status MakeVolumePrivate(const stripe::Label& label);
 
 // Where a running daemon of the volume whose disk 0 is `disk0` records its process id.
 std::string PidFilePath(const std::string& disk0);

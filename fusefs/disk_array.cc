@@ -14,9 +14,16 @@ Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Stati
     open_options.wrap_disk = array.emulation->WrapFunction();
   }
   array.health = std::make_shared<stripe::DiskHealthBoard>();
-  open_options.wrap_disk = [emulate = std::move(open_options.wrap_disk), health = array.health](
-                               std::unique_ptr<stripe::Disk> disk, uint32_t index) {
+  // The label says how many disks there are; a missing or bad one fails in Open below.
+  Result<stripe::Label> label = stripe::ReadLabel(options.disk);
+  // The emulation counts the DISK_* tickers itself when it is there.
+  array.activity = std::make_shared<stripe::DiskActivity>(label.ok() ? label->count : 0, clock,
+                                                          array.emulation ? nullptr : statistics);
+  open_options.wrap_disk = [emulate = std::move(open_options.wrap_disk), health = array.health,
+                            activity = array.activity](std::unique_ptr<stripe::Disk> disk,
+                                                       uint32_t index) {
     if (emulate) disk = emulate(std::move(disk), index);
+    if (index < activity->disk_count()) disk = activity->Wrap(std::move(disk), index);
     return std::unique_ptr<stripe::Disk>(
         std::make_unique<stripe::HealthTrackingDisk>(std::move(disk), index, health.get()));
   };

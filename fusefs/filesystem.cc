@@ -208,7 +208,9 @@ Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint
   return n;
 }
 
-bool FileSystem::RelatimeDue(const Inode& inode) {
+bool FileSystem::AtimeDue(const Inode& inode) const {
+  if (atime_mode_ == AtimeMode::kNever) return false;
+  if (atime_mode_ == AtimeMode::kEveryRead) return true;
   // relatime, as the mount reports it (the kernel leaves atime of FUSE inodes to the daemon):
   // a read moves atime when it is not newer than mtime or ctime, or is a day old.
   auto not_after = [](const Time& a, const Time& b) {
@@ -221,7 +223,7 @@ bool FileSystem::RelatimeDue(const Inode& inode) {
 
 void FileSystem::UpdateAtime(const Inode& inode) {
   // Most reads change nothing, so the metadata write happens about once per file per day.
-  if (!RelatimeDue(inode)) return;
+  if (!AtimeDue(inode)) return;
   PerfSection metadata(Subsystem::kMetadata);
   meta::AttrChange change;
   change.atime = Time::Now();
@@ -318,30 +320,6 @@ Result<std::vector<std::string>> FileSystem::ListXattrs(Ino ino) {
 Status FileSystem::RemoveXattr(Ino ino, std::string_view name) {
   PerfSection metadata(Subsystem::kMetadata);
   return meta_->RemoveXattr(ino, name, Time::Now());
-}
-
-Result<struct statvfs> FileSystem::StatFs() {
-  struct statvfs st = {};
-  constexpr uint64_t kFragment = 4096;
-  st.f_bsize = volume_->layout().stripe_unit();
-  st.f_frsize = kFragment;
-  st.f_namemax = meta::kMaxNameLength;
-  uint64_t free_files = 0;
-  for (stripe::Disk* disk : volume_->disks()) {
-    Result<stripe::DiskUsage> usage = disk->Usage();
-    if (!usage.ok()) return usage.status();
-    st.f_blocks += usage->total_bytes / kFragment;
-    st.f_bfree += usage->free_bytes / kFragment;
-    free_files = free_files == 0 ? usage->free_files : std::min(free_files, usage->free_files);
-  }
-  st.f_bavail = st.f_bfree;
-  Result<meta::Counts> counts = meta_->GetCounts();
-  if (!counts.ok()) return counts.status();
-  // Every file has an object on each disk it touches, so the tightest disk bounds new files.
-  st.f_files = counts->inodes + free_files;
-  st.f_ffree = free_files;
-  st.f_favail = free_files;
-  return st;
 }
 
 Status FileSystem::SyncAll() {

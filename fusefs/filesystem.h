@@ -20,6 +20,7 @@
 
 #include "cache/file_cache.h"
 #include "fusefs/inode_table.h"
+#include "fusefs/mount_options.h"
 #include "meta/meta_store.h"
 #include "stripe/volume.h"
 #include "util/clock.h"
@@ -83,12 +84,19 @@ class FileSystem {
   Result<std::vector<std::string>> ListXattrs(Ino ino);
   Status RemoveXattr(Ino ino, std::string_view name);
 
+  // Space (fusefs/space.cc): statfs counts each backing store once however many disks share
+  // it; AllocatedBlocks is st_blocks (512-byte units) from what the objects really hold; Seek is
+  // lseek(2) SEEK_DATA / SEEK_HOLE over the objects' data and holes (ENXIO at or past the end).
   Result<struct statvfs> StatFs();
+  uint64_t AllocatedBlocks(const meta::Inode& inode);
+  Result<uint64_t> Seek(Ino ino, uint64_t offset, int whence);
   // Makes everything durable (unmount).
   Status SyncAll();
 
-  // True when a read now would move the inode's atime (relatime).
-  static bool RelatimeDue(const meta::Inode& inode);
+  // True when a read now would move the inode's atime (relatime by default; the mount's atime
+  // option). Set the mode before serving requests.
+  bool AtimeDue(const meta::Inode& inode) const;
+  void set_atime_mode(AtimeMode mode) { atime_mode_ = mode; }
 
   meta::MetaStore* meta() const { return meta_; }
   cache::FileCache* cache() const { return cache_; }
@@ -113,6 +121,7 @@ class FileSystem {
   cache::FileCache* const cache_;
   InodeTable inodes_;
   std::atomic<uint64_t> next_handle_{1};
+  AtimeMode atime_mode_ = AtimeMode::kRelatime;  // constant once requests are served
 };
 
 }  // namespace tipfs::fusefs

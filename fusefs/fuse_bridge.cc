@@ -99,7 +99,7 @@ struct stat ToStat(FileSystem* fs, const meta::Inode& inode) {
   st.st_rdev = inode.rdev;
   st.st_size = static_cast<off_t>(inode.size);
   st.st_blksize = BlockSizeFor(fs);
-  st.st_blocks = static_cast<blkcnt_t>((inode.size + 4095) / 4096 * 8);
+  st.st_blocks = static_cast<blkcnt_t>(fs->AllocatedBlocks(inode));
   st.st_atim = {inode.atime.sec, inode.atime.nsec};
   st.st_mtim = {inode.mtime.sec, inode.mtime.nsec};
   st.st_ctim = {inode.ctime.sec, inode.ctime.nsec};
@@ -311,7 +311,7 @@ void SetOpenFlags(fuse_req_t req, const meta::Inode& inode, fuse_file_info* fi) 
   // when a read is due to move atime (relatime): the kernel does not tell a FUSE daemon about
   // reads it serves from its page cache, so that first read must reach the daemon.
   bool reads = (fi->flags & O_ACCMODE) != O_WRONLY;
-  fi->keep_cache = !(reads && FileSystem::RelatimeDue(inode));
+  fi->keep_cache = !(reads && Fs(req)->AtimeDue(inode));
 }
 
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -433,6 +433,16 @@ void OnFsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
   ReplyStatus(req, Fs(req)->Fsync(ino, datasync != 0));
+}
+
+void OnLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, fuse_file_info*) {
+  PerfSection dispatch(Subsystem::kFuseDispatch);
+  // Never ENOSYS: the kernel would stop asking for the whole mount. Control files report size 0.
+  if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, ENXIO);
+  if (off < 0) return (void)fuse_reply_err(req, ENXIO);
+  Result<uint64_t> at = Fs(req)->Seek(ino, static_cast<uint64_t>(off), whence);
+  if (!at.ok()) return ReplyStatus(req, at.status());
+  fuse_reply_lseek(req, static_cast<off_t>(*at));
 }
 
 // ---- directories ----
@@ -653,6 +663,7 @@ const fuse_lowlevel_ops* FuseBridge::Operations() {
     o.flush = OnFlush;
     o.release = OnRelease;
     o.fsync = OnFsync;
+    o.lseek = OnLseek;
     o.opendir = OnOpendir;
     o.readdir = OnReaddir;
     o.readdirplus = OnReaddirplus;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cache/file_cache.h"
 
@@ -20,6 +21,13 @@ enum class DataCacheMode {
   kDirect,
 };
 
+// When a read moves a file's atime (the kernel leaves it to a FUSE daemon).
+enum class AtimeMode {
+  kRelatime,   // when atime is not newer than mtime or ctime, or a day old (the default)
+  kEveryRead,  // strictatime
+  kNever,      // noatime, and every read-only mount
+};
+
 struct MountOptions {
   std::string disk;        // any disk of the volume
   std::string mountpoint;  // an existing directory that is not a mount point yet
@@ -31,6 +39,13 @@ struct MountOptions {
   double attr_timeout_seconds = 10.0;
   // `PROFILE[,key=value...]` for the emulated disk array; "none" = real timing. Changeable.
   std::string disk_model = "none";
+  // Generic mount flags the kernel enforces (ro, nosuid, nodev, noexec, sync, dirsync and their
+  // opposites), as libfuse's mount takes them. Fixed at mount.
+  std::vector<std::string> kernel_flags;
+  bool read_only = false;  // "ro" among kernel_flags: nothing changes on disk, atime included
+  AtimeMode atime = AtimeMode::kRelatime;  // fixed at mount
+  // "[ADDRESS:]PORT" to serve /metrics over HTTP (ADDRESS defaults to 127.0.0.1); empty: none.
+  std::string metrics_listen;
   cache::CacheOptions cache;   // see the field comments there
   uint32_t fuse_threads = 16;  // most FUSE worker threads; fixed at mount
   // RADOS disks: how long one operation waits for the cluster before it fails with EIO (unless

@@ -5,7 +5,9 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
+#include <fstream>
 
+#include "util/timeline.h"
 #include "util/units.h"
 
 namespace tipfs::fusefs {
@@ -30,71 +32,215 @@ const char* SourceName(size_t i) {
 }
 
 // Name/value pairs shared by the JSON and Prometheus renderings, so both always say the same.
+// Prometheus names follow its conventions: base units (seconds, bytes), `_total` on counters,
+// the unit before it (tipfs_demand_stall_seconds_total); `scale` turns the JSON value into it.
 struct Field {
-  const char* name;
+  const char* name;        // JSON key
+  const char* prometheus;  // metric name
   double value;
   const char* type;  // "counter" or "gauge"
   const char* help;
+  double scale = 1.0;
 };
 
 std::vector<Field> CacheFields(const cache::CacheStats& s) {
   return {
-      {"cache.capacity.bytes", double(s.capacity_blocks * s.block_size), "gauge", "Cache capacity"},
-      {"cache.block.bytes", double(s.block_size), "gauge", "Cache block size"},
-      {"cache.buffers.lru", double(s.lru_buffers), "gauge", "Buffers in the LRU part"},
-      {"cache.buffers.hinted", double(s.hinted_buffers), "gauge", "Buffers held for hints"},
-      {"cache.buffers.evict_first", double(s.evict_first_buffers), "gauge",
-       "Buffers of cancelled hints"},
-      {"cache.buffers.fetching", double(s.fetching_buffers), "gauge", "Buffers being fetched"},
-      {"demand.reads", double(s.demand_reads), "counter", "Demand read requests"},
-      {"demand.hits", double(s.demand_hits), "counter", "Demand block reads served from memory"},
-      {"demand.misses", double(s.demand_misses), "counter",
+      {"cache.capacity.bytes", "tipfs_cache_capacity_bytes",
+       double(s.capacity_blocks * s.block_size), "gauge", "Cache capacity"},
+      {"cache.block.bytes", "tipfs_cache_block_bytes", double(s.block_size), "gauge",
+       "Cache block size"},
+      {"cache.buffers.lru", "tipfs_cache_lru_buffers", double(s.lru_buffers), "gauge",
+       "Buffers in the LRU part"},
+      {"cache.buffers.hinted", "tipfs_cache_hinted_buffers", double(s.hinted_buffers), "gauge",
+       "Buffers held for hints"},
+      {"cache.buffers.evict_first", "tipfs_cache_evict_first_buffers",
+       double(s.evict_first_buffers), "gauge", "Buffers of cancelled hints"},
+      {"cache.buffers.fetching", "tipfs_cache_fetching_buffers", double(s.fetching_buffers),
+       "gauge", "Buffers being fetched"},
+      {"demand.reads", "tipfs_demand_reads_total", double(s.demand_reads), "counter",
+       "Demand read requests"},
+      {"demand.hits", "tipfs_demand_hit_blocks_total", double(s.demand_hits), "counter",
+       "Demand block reads served from memory"},
+      {"demand.misses", "tipfs_demand_miss_blocks_total", double(s.demand_misses), "counter",
        "Demand block reads that waited for a disk"},
-      {"demand.stall.nanos", double(s.stall_nanos), "counter", "Time readers waited for disks"},
-      {"readahead.issued", double(s.readahead_issued), "counter", "Read-ahead blocks fetched"},
-      {"readahead.hits", double(s.readahead_hits), "counter", "Read-ahead blocks then read"},
-      {"readahead.evicted_unused", double(s.readahead_evicted_unused), "counter",
-       "Read-ahead blocks never read"},
-      {"hints.calls", double(s.hint_calls), "counter", "Hint calls"},
-      {"hints.refused", double(s.hints_refused), "counter", "Hint calls refused by a cap"},
-      {"hints.prefetched", double(s.hinted_prefetched), "counter", "Blocks prefetched for hints"},
-      {"hints.used", double(s.hinted_used), "counter", "Prefetched hinted blocks then read"},
-      {"hints.evicted_unused", double(s.hinted_evicted_unused), "counter",
-       "Hinted blocks evicted unread"},
-      {"hints.cancelled", double(s.hinted_cancelled), "counter", "Hinted accesses cancelled"},
-      {"hints.skipped", double(s.hinted_skipped), "counter",
+      {"demand.stall.nanos", "tipfs_demand_stall_seconds_total", double(s.stall_nanos), "counter",
+       "Time readers waited for disks", 1e-9},
+      {"readahead.issued", "tipfs_readahead_issued_blocks_total", double(s.readahead_issued),
+       "counter", "Read-ahead blocks fetched"},
+      {"readahead.hits", "tipfs_readahead_hit_blocks_total", double(s.readahead_hits), "counter",
+       "Read-ahead blocks then read"},
+      {"readahead.evicted_unused", "tipfs_readahead_evicted_unused_blocks_total",
+       double(s.readahead_evicted_unused), "counter", "Read-ahead blocks never read"},
+      {"hints.calls", "tipfs_hint_calls_total", double(s.hint_calls), "counter", "Hint calls"},
+      {"hints.refused", "tipfs_hint_refused_calls_total", double(s.hints_refused), "counter",
+       "Hint calls refused by a cap"},
+      {"hints.prefetched", "tipfs_hint_prefetched_blocks_total", double(s.hinted_prefetched),
+       "counter", "Blocks prefetched for hints"},
+      {"hints.used", "tipfs_hint_used_blocks_total", double(s.hinted_used), "counter",
+       "Prefetched hinted blocks then read"},
+      {"hints.evicted_unused", "tipfs_hint_evicted_unused_blocks_total",
+       double(s.hinted_evicted_unused), "counter", "Hinted blocks evicted unread"},
+      {"hints.cancelled", "tipfs_hint_cancelled_accesses_total", double(s.hinted_cancelled),
+       "counter", "Hinted accesses cancelled"},
+      {"hints.skipped", "tipfs_hint_skipped_accesses_total", double(s.hinted_skipped), "counter",
        "Hinted accesses passed over by the reader"},
-      {"hints.shared_consumed", double(s.shared_consumed), "counter",
+      {"hints.shared_consumed", "tipfs_hint_shared_consumed_accesses_total",
+       double(s.shared_consumed), "counter",
        "Hinted accesses of shared streams read by the sharer's descendants"},
-      {"hints.outstanding.bytes", double(s.outstanding_hinted_bytes), "gauge",
-       "Hinted bytes not yet read"},
-      {"hints.streams.active", double(s.streams_active), "gauge", "Hint streams"},
-      {"hints.tainted.outstanding.bytes", double(s.outstanding_tainted_bytes), "gauge",
+      {"hints.outstanding.bytes", "tipfs_hint_outstanding_bytes",
+       double(s.outstanding_hinted_bytes), "gauge", "Hinted bytes not yet read"},
+      {"hints.streams.active", "tipfs_hint_streams", double(s.streams_active), "gauge",
+       "Hint streams"},
+      {"hints.tainted.outstanding.bytes", "tipfs_hint_tainted_outstanding_bytes",
+       double(s.outstanding_tainted_bytes), "gauge",
        "Tainted speculative hinted bytes not yet read"},
-      {"hints.tainted.outstanding_max.bytes", double(s.tainted_outstanding_max_bytes), "gauge",
+      {"hints.tainted.outstanding_max.bytes", "tipfs_hint_tainted_outstanding_max_bytes",
+       double(s.tainted_outstanding_max_bytes), "gauge",
        "Most tainted speculative hinted bytes one process had outstanding"},
-      {"hints.tainted.trimmed.bytes", double(s.tainted_trimmed_bytes), "counter",
+      {"hints.tainted.trimmed.bytes", "tipfs_hint_tainted_trimmed_bytes_total",
+       double(s.tainted_trimmed_bytes), "counter",
        "Tainted speculative hinted bytes dropped by the tainted budget"},
-      {"hints.horizon", s.prefetch_horizon, "gauge", "Prefetch horizon in block accesses"},
+      {"hints.horizon", "tipfs_hint_prefetch_horizon_blocks", s.prefetch_horizon, "gauge",
+       "Prefetch horizon in block accesses"},
       // The TIP manager's estimates (per disk T_disk: the JSON and Prometheus renderings).
-      {"hints.estimate.t_hit.seconds", s.t_hit_nanos / 1e9, "gauge",
-       "TIP's T_hit: CPU time to serve one cached block access"},
-      {"hints.estimate.t_driver.seconds", s.t_driver_nanos / 1e9, "gauge",
+      {"hints.estimate.t_hit.seconds", "tipfs_hints_estimate_t_hit_seconds", s.t_hit_nanos / 1e9,
+       "gauge", "TIP's T_hit: CPU time to serve one cached block access"},
+      {"hints.estimate.t_driver.seconds", "tipfs_hints_estimate_t_driver_seconds",
+       s.t_driver_nanos / 1e9, "gauge",
        "TIP's T_driver: CPU time to issue and complete one disk fetch"},
-      {"speculation.reads", double(s.spec_reads), "counter", "Reads by speculating processes"},
-      {"speculation.hits", double(s.spec_hits), "counter", "Speculative reads served from memory"},
-      {"speculation.eagain", double(s.spec_eagain), "counter",
-       "Speculative reads turned into hints"},
-      {"cache.evictions", double(s.evictions), "counter", "Blocks evicted"},
-      {"cache.fetch_errors", double(s.fetch_errors), "counter", "Disk reads that failed"},
+      {"speculation.reads", "tipfs_speculation_reads_total", double(s.spec_reads), "counter",
+       "Reads by speculating processes"},
+      {"speculation.hits", "tipfs_speculation_hits_total", double(s.spec_hits), "counter",
+       "Speculative reads served from memory"},
+      {"speculation.eagain", "tipfs_speculation_hinted_reads_total", double(s.spec_eagain),
+       "counter", "Speculative reads turned into hints"},
+      {"cache.evictions", "tipfs_cache_evicted_blocks_total", double(s.evictions), "counter",
+       "Blocks evicted"},
+      {"cache.fetch_errors", "tipfs_cache_fetch_errors_total", double(s.fetch_errors), "counter",
+       "Disk reads that failed"},
   };
+}
+
+// Accuracy is a measure of hints given: "-" for a source that gave none (not 1.00).
+std::string AccuracyText(const cache::CacheStats& s, size_t source) {
+  if (s.bytes_hinted[source] == 0) return "-";
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.2f", s.accuracy[source]);
+  return text;
+}
+
+// The measured per-disk figures (DiskActivity), one line per disk and a total.
+std::string FormatActivity(const std::vector<stripe::DiskActivityStats>& disks) {
+  std::string out =
+      "disk    reads  demand  r-ahead  hinted  spec   writes   MB read  MB written   busy  "
+      "avg out  mean resp ms\n";
+  stripe::DiskActivityStats total;
+  auto row = [&out](const std::string& label, const stripe::DiskActivityStats& s, double disks) {
+    const double elapsed = static_cast<double>(s.elapsed_ns);
+    Appendf(&out,
+            "%-5s %8" PRIu64 " %7" PRIu64 " %8" PRIu64 " %7" PRIu64 " %5" PRIu64 " %8" PRIu64
+            " %9.1f %11.1f %5.1f%% %8.2f %13.3f\n",
+            label.c_str(), s.reads, s.reads_by_purpose[0], s.reads_by_purpose[1],
+            s.reads_by_purpose[2], s.reads_by_purpose[3], s.writes, double(s.bytes_read) / 1e6,
+            double(s.bytes_written) / 1e6,
+            elapsed > 0 ? 100.0 * double(s.busy_ns) / elapsed / disks : 0.0,
+            elapsed > 0 ? double(s.outstanding_ns) / elapsed : 0.0,
+            s.completed > 0 ? double(s.response_ns) / double(s.completed) / 1e6 : 0.0);
+  };
+  for (size_t i = 0; i < disks.size(); ++i) {
+    row(std::to_string(i), disks[i], 1);
+    const stripe::DiskActivityStats& d = disks[i];
+    total.reads += d.reads;
+    total.writes += d.writes;
+    total.bytes_read += d.bytes_read;
+    total.bytes_written += d.bytes_written;
+    for (size_t p = 0; p < stripe::kPurposeCount; ++p) {
+      total.reads_by_purpose[p] += d.reads_by_purpose[p];
+    }
+    total.busy_ns += d.busy_ns;
+    total.outstanding_ns += d.outstanding_ns;
+    total.response_ns += d.response_ns;
+    total.completed += d.completed;
+    total.elapsed_ns = d.elapsed_ns;
+  }
+  if (disks.size() > 1) row("all", total, double(disks.size()));
+  return out;
+}
+
+std::string ActivityJson(const std::vector<stripe::DiskActivityStats>& disks) {
+  std::string out = "\"disk_activity\":[";
+  for (size_t i = 0; i < disks.size(); ++i) {
+    const stripe::DiskActivityStats& s = disks[i];
+    Appendf(&out,
+            "%s{\"index\":%zu,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64 ",\"syncs\":%" PRIu64
+            ",\"read_bytes\":%" PRIu64 ",\"written_bytes\":%" PRIu64,
+            i == 0 ? "" : ",", i, s.reads, s.writes, s.syncs, s.bytes_read, s.bytes_written);
+    for (size_t p = 0; p < stripe::kPurposeCount; ++p) {
+      const char* name = stripe::PurposeName(static_cast<stripe::DiskRequest::Purpose>(p));
+      Appendf(&out, ",\"reads_%s\":%" PRIu64 ",\"read_bytes_%s\":%" PRIu64, name,
+              s.reads_by_purpose[p], name, s.bytes_by_purpose[p]);
+    }
+    const double elapsed = static_cast<double>(s.elapsed_ns);
+    Appendf(&out,
+            ",\"busy_seconds\":%.6f,\"utilization\":%.6f,\"avg_outstanding\":%.6f,"
+            "\"queue_depth\":%u,\"max_queue_depth\":%u,\"response_seconds\":%.6f,"
+            "\"completed\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"elapsed_seconds\":%.6f}",
+            double(s.busy_ns) / 1e9, elapsed > 0 ? double(s.busy_ns) / elapsed : 0.0,
+            elapsed > 0 ? double(s.outstanding_ns) / elapsed : 0.0, s.outstanding,
+            s.max_outstanding, double(s.response_ns) / 1e9, s.completed, s.errors, elapsed / 1e9);
+  }
+  return out + "]";
+}
+
+void AppendActivityPrometheus(std::string* out,
+                              const std::vector<stripe::DiskActivityStats>& disks) {
+  auto each = [&](const char* name, const char* type, const char* help, auto value) {
+    AppendPrometheusHeader(out, name, type, help);
+    for (size_t i = 0; i < disks.size(); ++i) value(std::to_string(i), disks[i]);
+  };
+  each("tipfs_disk_io_requests_total", "counter", "Requests each disk completed, by kind",
+       [&](const std::string& d, const stripe::DiskActivityStats& s) {
+         AppendPrometheusSample(out, "tipfs_disk_io_requests_total",
+                                {{"disk", d}, {"kind", "read"}}, double(s.reads));
+         AppendPrometheusSample(out, "tipfs_disk_io_requests_total",
+                                {{"disk", d}, {"kind", "write"}}, double(s.writes));
+         AppendPrometheusSample(out, "tipfs_disk_io_requests_total",
+                                {{"disk", d}, {"kind", "sync"}}, double(s.syncs));
+       });
+  each("tipfs_disk_io_read_bytes_total", "counter", "Bytes read from each disk, by purpose",
+       [&](const std::string& d, const stripe::DiskActivityStats& s) {
+         for (size_t p = 0; p < stripe::kPurposeCount; ++p) {
+           AppendPrometheusSample(
+               out, "tipfs_disk_io_read_bytes_total",
+               {{"disk", d},
+                {"purpose", stripe::PurposeName(static_cast<stripe::DiskRequest::Purpose>(p))}},
+               double(s.bytes_by_purpose[p]));
+         }
+       });
+  auto simple = [&](const char* name, const char* type, const char* help, auto get) {
+    each(name, type, help, [&](const std::string& d, const stripe::DiskActivityStats& s) {
+      AppendPrometheusSample(out, name, {{"disk", d}}, get(s));
+    });
+  };
+  simple("tipfs_disk_io_written_bytes_total", "counter", "Bytes written to each disk",
+         [](const stripe::DiskActivityStats& s) { return double(s.bytes_written); });
+  simple("tipfs_disk_io_busy_seconds_total", "counter",
+         "Time each disk had at least one request outstanding",
+         [](const stripe::DiskActivityStats& s) { return double(s.busy_ns) / 1e9; });
+  simple("tipfs_disk_io_outstanding_seconds_total", "counter",
+         "Requests outstanding integrated over time (its rate is the mean number outstanding)",
+         [](const stripe::DiskActivityStats& s) { return double(s.outstanding_ns) / 1e9; });
+  simple("tipfs_disk_io_response_seconds_total", "counter", "Submit to completion, summed",
+         [](const stripe::DiskActivityStats& s) { return double(s.response_ns) / 1e9; });
+  simple("tipfs_disk_io_outstanding", "gauge", "Requests outstanding now",
+         [](const stripe::DiskActivityStats& s) { return double(s.outstanding); });
 }
 
 }  // namespace
 
 StatsReport::StatsReport(FileSystem* fs, cache::FileCache* cache, DiskArray* disks,
                          HintIoctls* hints, Statistics* statistics, Clock* clock,
-                         std::string mountpoint)
+                         std::string mountpoint, DataCacheMode data_cache)
     : fs_(fs),
       cache_(cache),
       disks_(disks),
@@ -102,6 +248,7 @@ StatsReport::StatsReport(FileSystem* fs, cache::FileCache* cache, DiskArray* dis
       statistics_(statistics),
       clock_(clock),
       mountpoint_(std::move(mountpoint)),
+      data_cache_(data_cache),
       mounted_at_(clock->NowNanos()),
       perf_at_mount_(PerfCounters::Global()->Snapshot()) {}
 
@@ -114,6 +261,23 @@ void StatsReport::Register(ControlFiles* control) {
   control->Add(
       "disk-model", [this] { return DiskModelText(); },
       [this](std::string_view spec) { return SetDiskModel(spec); });
+  control->Add("streams", [this] { return StreamsText(); });
+  // The events recorded so far; writing "start" begins a recording, "stop" ends it.
+  control->Add(
+      "timeline", [this] { return TimelineRecorder::Global()->Text(fs_->volume()->disk_count()); },
+      [](std::string_view command) {
+        while (!command.empty() && (command.back() == '\n' || command.back() == ' ')) {
+          command.remove_suffix(1);
+        }
+        if (command == "start") {
+          TimelineRecorder::Global()->Start();
+        } else if (command == "stop") {
+          TimelineRecorder::Global()->Stop();
+        } else {
+          return Status::InvalidArgument("timeline: write start or stop");
+        }
+        return Status::OK();
+      });
 }
 
 std::string StatsReport::Text() const {
@@ -121,9 +285,10 @@ std::string StatsReport::Text() const {
   cache::CacheStats s = cache_->Stats();
   std::string out;
   double uptime = static_cast<double>(clock_->NowNanos() - mounted_at_) / 1e9;
-  Appendf(&out, "tipfs %s: volume %s, %zu disks, stripe unit %s, up %.1f s\n", mountpoint_.c_str(),
-          label.volume_uuid.c_str(), label.disk_names.size(), FormatSize(label.stripe_unit).c_str(),
-          uptime);
+  Appendf(&out,
+          "tipfs %s: volume %s, %zu disks, stripe unit %s, data cache %s, up %.1f s (tipfs %s)\n",
+          mountpoint_.c_str(), label.volume_uuid.c_str(), label.disk_names.size(),
+          FormatSize(label.stripe_unit).c_str(), DataCacheName(), uptime, TIPFS_VERSION);
   Appendf(&out, "requests: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
           statistics_->Get(FUSE_READ_OPS), FormatSize(statistics_->Get(FUSE_READ_BYTES)).c_str(),
           statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str());
@@ -150,8 +315,9 @@ std::string StatsReport::Text() const {
             s.shared_consumed);
   }
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
-    Appendf(&out, "  %-19s %s hinted, %" PRIu64 " blocks consumed, accuracy %.2f\n", SourceName(i),
-            FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i], s.accuracy[i]);
+    Appendf(&out, "  %-19s %s hinted, %" PRIu64 " blocks consumed, accuracy %s\n", SourceName(i),
+            FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i],
+            AccuracyText(s, i).c_str());
   }
   Appendf(&out,
           "  estimates: T_hit %.1f us, T_driver %.1f us, T_disk ms per disk:", s.t_hit_nanos / 1e3,
@@ -166,11 +332,13 @@ std::string StatsReport::Text() const {
           FormatSize(s.outstanding_tainted_bytes).c_str(),
           FormatSize(s.tainted_outstanding_max_bytes).c_str(),
           FormatSize(s.tainted_trimmed_bytes).c_str());
+  out += "disks, as tipfs saw them (reads by purpose: demand, read-ahead, hinted, speculative):\n";
+  out += FormatActivity(ActivityStats());
   if (disks_->emulation) {
     Appendf(&out, "disk model: %s\n", disks_->emulation->spec().c_str());
     out += stripe::FormatDiskStats(disks_->emulation->Stats());
   } else {
-    out += "disk model: none (real timing; mount with --disk-model for per-disk statistics)\n";
+    out += "disk model: none (real timing)\n";
   }
   if (disks_->health) out += stripe::FormatDiskHealth(*disks_->health, label.disk_names);
   out += stripe::FormatRadosStats(fs_->volume()->rados_stats());
@@ -180,15 +348,17 @@ std::string StatsReport::Text() const {
 std::string StatsReport::Json() const {
   cache::CacheStats s = cache_->Stats();
   std::string out = "{";
-  Appendf(&out, "\"mountpoint\":\"%s\",\"uptime_seconds\":%.3f,", mountpoint_.c_str(),
+  Appendf(&out,
+          "\"mountpoint\":\"%s\",\"version\":\"%s\",\"data_cache\":\"%s\",\"uptime_seconds\":%.3f,",
+          mountpoint_.c_str(), TIPFS_VERSION, DataCacheName(),
           static_cast<double>(clock_->NowNanos() - mounted_at_) / 1e9);
   for (const Field& f : CacheFields(s)) Appendf(&out, "\"%s\":%.17g,", f.name, f.value);
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
     Appendf(&out,
             "\"hints.%s.bytes\":%" PRIu64 ",\"hints.%s.consumed\":%" PRIu64
-            ",\"hints.%s.accuracy\":%.6g,",
+            ",\"hints.%s.accuracy\":%s,",
             SourceName(i), s.bytes_hinted[i], SourceName(i), s.blocks_consumed[i], SourceName(i),
-            s.accuracy[i]);
+            s.bytes_hinted[i] == 0 ? "null" : AccuracyText(s, i).c_str());
   }
   for (size_t d = 0; d < s.t_disk_nanos.size(); ++d) {
     Appendf(&out, "\"hints.estimate.t_disk.disk%zu.seconds\":%.6g,", d, s.t_disk_nanos[d] / 1e9);
@@ -199,10 +369,16 @@ std::string StatsReport::Json() const {
   }
   Appendf(&out, "\"disk_model\":\"%s\",",
           disks_->emulation ? disks_->emulation->spec().c_str() : "none");
-  std::string disks = disks_->emulation ? stripe::DiskStatsJson(disks_->emulation->Stats())
-                                        : std::string("{\"disks\":[]}");
-  // DiskStatsJson is an object {"disks":[...]}: splice its member in.
-  out += disks.substr(1, disks.size() - 2);
+  // "disks": the model's view when there is one (and what tipfs measured as "disk_activity"),
+  // else what tipfs measured.
+  const std::string activity = ActivityJson(ActivityStats());
+  if (disks_->emulation) {
+    const std::string disks = stripe::DiskStatsJson(disks_->emulation->Stats());
+    // DiskStatsJson is an object {"disks":[...]}: splice its member in.
+    out += disks.substr(1, disks.size() - 2) + "," + activity;
+  } else {
+    out += "\"disks\":" + activity.substr(activity.find('['));
+  }
   if (disks_->health) {
     out += "," + stripe::DiskHealthJsonMember(*disks_->health, fs_->volume()->disk_count());
   }
@@ -215,12 +391,10 @@ std::string StatsReport::Prometheus() const {
   cache::CacheStats s = cache_->Stats();
   std::string out;
   for (const Field& f : CacheFields(s)) {
-    std::string name = PrometheusName(f.name);
-    if (std::string_view(f.type) == "counter") name += "_total";
-    AppendPrometheusHeader(&out, name, f.type, f.help);
-    AppendPrometheusSample(&out, name, {}, f.value);
+    AppendPrometheusHeader(&out, f.prometheus, f.type, f.help);
+    AppendPrometheusSample(&out, f.prometheus, {}, f.value * f.scale);
   }
-  const std::string hinted = "tipfs_hints_bytes_total";
+  const std::string hinted = "tipfs_hint_bytes_total";
   AppendPrometheusHeader(&out, hinted, "counter", "Bytes hinted, by source");
   for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
     AppendPrometheusSample(&out, hinted, {{"source", SourceName(i)}},
@@ -231,20 +405,66 @@ std::string StatsReport::Prometheus() const {
   for (size_t d = 0; d < s.t_disk_nanos.size(); ++d) {
     AppendPrometheusSample(&out, t_disk, {{"disk", std::to_string(d)}}, s.t_disk_nanos[d] / 1e9);
   }
+  const std::string consumed = "tipfs_hint_consumed_blocks_total";
+  AppendPrometheusHeader(&out, consumed, "counter", "Hinted block accesses read, by source");
+  for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
+    AppendPrometheusSample(&out, consumed, {{"source", SourceName(i)}},
+                           static_cast<double>(s.blocks_consumed[i]));
+  }
+  const std::string accuracy = "tipfs_hint_accuracy_ratio";
+  AppendPrometheusHeader(&out, accuracy, "gauge",
+                         "Measured accuracy of the hints of each source that gave any");
+  for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
+    if (s.bytes_hinted[i] == 0) continue;  // no hints, no accuracy (not 1)
+    AppendPrometheusSample(&out, accuracy, {{"source", SourceName(i)}}, s.accuracy[i]);
+  }
   out += statistics_->ToPrometheus();
   PerfBreakdown breakdown = Breakdown();
-  const std::string perf = "tipfs_time_nanos_total";
+  const std::string perf = "tipfs_subsystem_seconds_total";
   AppendPrometheusHeader(&out, perf, "counter", "Time spent per subsystem since mount");
   for (size_t i = 0; i < kSubsystemCount; ++i) {
     AppendPrometheusSample(&out, perf, {{"subsystem", SubsystemName(static_cast<Subsystem>(i))}},
-                           static_cast<double>(breakdown.nanos[i]));
+                           static_cast<double>(breakdown.nanos[i]) / 1e9);
   }
+  AppendActivityPrometheus(&out, ActivityStats());
   if (disks_->emulation) stripe::AppendDiskStatsPrometheus(&out, disks_->emulation->Stats());
   if (disks_->health) {
     stripe::AppendDiskHealthPrometheus(&out, *disks_->health, fs_->volume()->disk_count());
   }
   stripe::AppendRadosStatsPrometheus(&out, fs_->volume()->rados_stats());
   return out;
+}
+
+std::string StatsReport::StreamsText() const {
+  const cache::CacheStats s = cache_->Stats();
+  const std::vector<cache::StreamSummary> streams = cache_->ListStreams();
+  std::string out;
+  Appendf(&out, "%zu hint stream%s\n", streams.size(), streams.size() == 1 ? "" : "s");
+  for (const cache::StreamSummary& st : streams) {
+    std::string comm;
+    std::ifstream("/proc/" + std::to_string(st.owner) + "/comm") >> comm;
+    if (st.id < (uint64_t{1} << 32)) {
+      Appendf(&out, "stream %" PRIu64, st.id);
+    } else {
+      Appendf(&out, "stream %#" PRIx64, st.id);
+    }
+    Appendf(&out,
+            " of pid %u (%s), %s: %" PRIu64 " blocks consumed, %" PRIu64 " prefetched, %" PRIu64
+            " segments pending, horizon %.1f\n",
+            st.owner, comm.empty() ? "gone" : comm.c_str(),
+            st.warmup ? "warm-up" : (st.shared ? "shared with its descendants" : "reader"),
+            st.blocks_consumed, st.blocks_prefetched, st.segments_pending, st.horizon);
+    for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
+      if (st.outstanding_bytes[i] == 0) continue;
+      Appendf(&out, "  %-19s %s outstanding; source accuracy %s\n", SourceName(i),
+              FormatSize(st.outstanding_bytes[i]).c_str(), AccuracyText(s, i).c_str());
+    }
+  }
+  return out;
+}
+
+std::vector<stripe::DiskActivityStats> StatsReport::ActivityStats() const {
+  return disks_->activity ? disks_->activity->Stats() : std::vector<stripe::DiskActivityStats>{};
 }
 
 PerfBreakdown StatsReport::Breakdown() const {
@@ -272,12 +492,22 @@ std::string StatsReport::DiskModelText() const {
 
 Status StatsReport::SetDiskModel(std::string_view spec) {
   while (!spec.empty() && (spec.back() == '\n' || spec.back() == ' ')) spec.remove_suffix(1);
+  Status st;
   if (!disks_->emulation) {
-    return Status::InvalidArgument(
-        "this volume was mounted with real timing (--disk-model none); remount with a model to "
-        "change it live");
+    // The writer sees only the errno (ENODEV, "No such device": there is no emulated device to
+    // change); the log says why.
+    st = Status::FromErrno(ENODEV,
+                           "this volume was mounted with real timing (--disk-model none), so "
+                           "its disks have no model to change; remount with --disk-model " +
+                               std::string(spec));
+  } else {
+    st = disks_->emulation->Update(spec);
   }
-  return disks_->emulation->Update(spec);
+  if (!st.ok()) {
+    std::fprintf(stderr, "tipfs %s: .tipfs/disk-model: refused '%.*s': %s\n", mountpoint_.c_str(),
+                 static_cast<int>(spec.size()), spec.data(), st.ToString().c_str());
+  }
+  return st;
 }
 
 }  // namespace tipfs::fusefs

@@ -3,6 +3,8 @@
 //   metrics               the same as Prometheus text
 //   breakdown(.json)      per-subsystem time since mount (seed 002, Figure 5.9)
 //   disk-model            the emulated disks' model; writing a spec changes the knobs live
+//   timeline              the disks' and readers' intervals (util/timeline.h); write start|stop
+//   streams               the hint streams by process and source
 // Renders on demand (at open); holds no state of its own besides the mount time.
 #pragma once
 
@@ -23,7 +25,8 @@ class StatsReport {
  public:
   // REQUIRES: everything passed outlives the report.
   StatsReport(FileSystem* fs, cache::FileCache* cache, DiskArray* disks, HintIoctls* hints,
-              Statistics* statistics, Clock* clock, std::string mountpoint);
+              Statistics* statistics, Clock* clock, std::string mountpoint,
+              DataCacheMode data_cache = DataCacheMode::kKernel);
 
   // Adds the control files listed above.
   void Register(ControlFiles* control);
@@ -34,10 +37,15 @@ class StatsReport {
   std::string BreakdownText() const;
   std::string BreakdownJsonText() const;
   std::string DiskModelText() const;
+  std::string StreamsText() const;
   Status SetDiskModel(std::string_view spec);
 
  private:
   PerfBreakdown Breakdown() const;
+  std::vector<stripe::DiskActivityStats> ActivityStats() const;  // empty without a board
+  const char* DataCacheName() const {
+    return data_cache_ == DataCacheMode::kDirect ? "direct" : "kernel";
+  }
 
   FileSystem* const fs_;
   cache::FileCache* const cache_;
@@ -46,6 +54,7 @@ class StatsReport {
   Statistics* const statistics_;
   Clock* const clock_;
   const std::string mountpoint_;
+  const DataCacheMode data_cache_;
   const int64_t mounted_at_;
   const PerfSnapshot perf_at_mount_;
 };

@@ -4,10 +4,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 extern char** environ;
@@ -63,6 +66,11 @@ Result<std::string> FindSpeculationLibrary() {
   if (n > 0) {
     self[n] = '\0';
     std::filesystem::path dir = std::filesystem::path(self).parent_path();
+    // An installed tipfs finds the libtipspec installed beside it, wherever the tree was put.
+#ifdef TIPSPEC_INSTALL_LIBDIR
+    candidates.push_back(
+        (dir / ".." / TIPSPEC_INSTALL_LIBDIR / "libtipspec.so").lexically_normal().string());
+#endif
     candidates.push_back((dir / ".." / "lib" / "libtipspec.so").lexically_normal().string());
   }
 #ifdef TIPSPEC_BUILD_LIBRARY_PATH
@@ -110,48 +118,196 @@ Result<std::vector<std::string>> SpeculationEnvironment(const RunOptions& option
   return env;
 }
 
-Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv) {
+namespace {
+
+// The signals a supervisor (timeout(1), systemd, kill) sends to `tipfs run` that belong to the
+// program. The terminal's own ^C / ^\ / hang-up reach the program directly through its process
+// group; those arrive with si_code SI_KERNEL and are not sent a second time.
+constexpr int kForwarded[] = {SIGHUP,  SIGINT,  SIGQUIT,  SIGTERM,
+                              SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM};
+
+bool SentByAProcess(const siginfo_t& info) { return info.si_code <= 0; }  // SI_USER, SI_QUEUE...
+
+// The processes whose parent is this one (reparented descendants included: we are a subreaper).
+std::vector<pid_t> OwnChildren() {
+  std::vector<pid_t> children;
+  const pid_t self = getpid();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    FILE* f = fopen((entry.path() / "stat").c_str(), "re");
+    if (f == nullptr) continue;
+    char line[1024];
+    const bool read = fgets(line, sizeof(line), f) != nullptr;
+    fclose(f);
+    if (!read) continue;
+    const char* close_paren = strrchr(line, ')');  // comm may hold spaces and parentheses
+    char state = 0;
+    int ppid = 0;
+    if (close_paren != nullptr && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == self) {
+      children.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return children;
+}
+
+// How a shell words a command that cannot be run, and its exit status (127 not found, 126 not
+// executable).
+Status SpawnError(const std::string& command, int err) {
+  if (err == ENOENT && command.find('/') == std::string::npos) {
+    return Status::NotFound(command + ": command not found");
+  }
+  if (err == EACCES) {
+    struct stat st;
+    if (stat(command.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      return Status::FromErrno(EACCES, command + ": Is a directory");
+    }
+  }
+  if (err == ENOEXEC) return Status::FromErrno(ENOEXEC, command + ": cannot execute binary file");
+  return Status::FromErrno(err, command + ": " + strerror(err));
+}
+
+// Sums the per-process blocks libtipspec appended to `path` ("tipspec.KEY VALUE" lines, one
+// block per process of the tree) into one block.
+std::string SummarizeStats(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "re");
+  if (f == nullptr) return "";
+  std::vector<std::pair<std::string, unsigned long long>> totals;
+  unsigned long long processes = 0;
+  char key[128];
+  unsigned long long value = 0;
+  while (fscanf(f, "%127s %llu", key, &value) == 2) {
+    const std::string name = key;
+    if (name == "tipspec.pid") {
+      ++processes;
+      continue;
+    }
+    auto it =
+        std::find_if(totals.begin(), totals.end(), [&](const auto& t) { return t.first == name; });
+    if (it == totals.end()) it = totals.insert(totals.end(), {name, 0});
+    // Not counts: the last epoch and forbidden syscall number seen.
+    if (name == "tipspec.epoch" || name == "tipspec.last_forbidden_syscall") {
+      if (value != 0) it->second = value;
+    } else {
+      it->second += value;
+    }
+  }
+  fclose(f);
+  std::string out = "tipspec.processes " + std::to_string(processes) + "\n";
+  for (const auto& [name, total] : totals) out += name + " " + std::to_string(total) + "\n";
+  return out;
+}
+
+}  // namespace
+
+Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv,
+                                int* killed_by) {
+  if (killed_by != nullptr) *killed_by = 0;
   if (argv.empty()) return Status::InvalidArgument("no command to run");
-  Result<std::vector<std::string>> env = SpeculationEnvironment(options, CurrentEnvironment());
+  RunOptions run = options;
+  // --stats: every process of the tree appends its block to one private file; the summary is
+  // printed from here once all are gone (GNU grep closes its stderr before it exits, and a
+  // program started through a shell shim is several processes).
+  std::string summary_file;
+  if (options.print_stats && options.stats_file.empty()) {
+    const char* tmp = getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/tipfs-run-stats-XXXXXX";
+    int fd = mkstemp(pattern.data());
+    if (fd < 0) return ErrnoStatus("create a file for --stats in " + pattern);
+    close(fd);
+    summary_file = run.stats_file = pattern;
+  }
+  struct RemoveFile {
+    std::string path;
+    ~RemoveFile() {
+      if (!path.empty()) unlink(path.c_str());
+    }
+  } remove_summary{summary_file};
+  if (!summary_file.empty()) run.print_stats = false;  // the file is where they go
+  Result<std::vector<std::string>> env =
+      options.speculate ? SpeculationEnvironment(run, CurrentEnvironment())
+                        : Result<std::vector<std::string>>(CurrentEnvironment());
   if (!env.ok()) return env.status();
   std::vector<std::string> args = argv;
   std::vector<char*> arg_pointers = Pointers(args);
   std::vector<char*> env_pointers = Pointers(*env);
 
-  struct sigaction ignore = {}, old_int = {}, old_quit = {};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
-  // The command gets the default dispositions back.
+  // Signals are taken synchronously (sigwaitinfo) while the program runs; it gets the default
+  // dispositions and an empty mask.
+  sigset_t waited, old_mask;
+  sigemptyset(&waited);
+  sigaddset(&waited, SIGCHLD);
+  for (int sig : kForwarded) sigaddset(&waited, sig);
+  pthread_sigmask(SIG_BLOCK, &waited, &old_mask);
+  int old_subreaper = 0;
+  prctl(PR_GET_CHILD_SUBREAPER, &old_subreaper);
+  // Descendants that outlive the program (its speculating children, anything it started) are
+  // reparented to us, so we can wait for every one of them: when `tipfs run` returns, no process
+  // it started still holds a file or a directory of the mount.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGQUIT);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &waited);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
   int rc =
       posix_spawnp(&pid, args[0].c_str(), nullptr, &attr, arg_pointers.data(), env_pointers.data());
   posix_spawnattr_destroy(&attr);
   Result<int> result = Status::OK();
   if (rc != 0) {
-    result = Status::FromErrno(rc, "run " + args[0]);
+    result = SpawnError(args[0], rc);
   } else {
-    int status = 0;
-    pid_t waited;
-    do {
-      waited = waitpid(pid, &status, 0);
-    } while (waited < 0 && errno == EINTR);
-    if (waited < 0) {
-      result = ErrnoStatus("wait for " + args[0]);
+    bool program_running = true;
+    int program_status = 0;
+    while (true) {
+      siginfo_t info;
+      // A caller with other threads may have SIGCHLD taken by one of them: poll as well.
+      const timespec poll_interval = {0, 100 * 1000 * 1000};
+      const int sig = sigtimedwait(&waited, &info, &poll_interval);
+      if (sig < 0 && errno != EAGAIN) continue;  // EINTR
+      if (sig > 0 && sig != SIGCHLD) {
+        if (!SentByAProcess(info)) continue;
+        if (program_running) {
+          kill(pid, sig);
+        } else if (sig != SIGWINCH && sig != SIGUSR1 && sig != SIGUSR2) {
+          for (pid_t straggler : OwnChildren()) kill(straggler, sig);
+        }
+        continue;
+      }
+      pid_t reaped;
+      int status = 0;
+      while ((reaped = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (reaped == pid) {
+          program_running = false;
+          program_status = status;
+        }
+      }
+      if (reaped < 0 && errno == ECHILD) break;  // every descendant is gone
+    }
+    if (WIFEXITED(program_status)) {
+      result = WEXITSTATUS(program_status);
     } else {
-      result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      result = 128 + WTERMSIG(program_status);
+      if (killed_by != nullptr) *killed_by = WTERMSIG(program_status);
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGQUIT, &old_quit, nullptr);
+  prctl(PR_SET_CHILD_SUBREAPER, old_subreaper);
+  // Drop what arrived for the program after it was gone, then restore the caller's mask.
+  timespec zero = {0, 0};
+  while (sigtimedwait(&waited, nullptr, &zero) > 0) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (result.ok() && !summary_file.empty()) {
+    const std::string summary = SummarizeStats(summary_file);
+    (void)!write(STDERR_FILENO, summary.data(), summary.size());
+  }
   return result;
 }
 

@@ -16,6 +16,9 @@ namespace tipfs::spec {
 struct RunOptions {
   // The mount to speculate on; empty: every tipfs mount (TIPSPEC_MOUNT unset).
   std::string mount;
+  // False: run the program as it is, without libtipspec (a baseline with the same waiting for
+  // the whole process tree and the same exit statuses).
+  bool speculate = true;
   // libtipspec.so to preload; empty: FindSpeculationLibrary().
   std::string library_path;
   // Unset: keep the library's defaults (or the caller's TIPSPEC_* environment).
@@ -37,10 +40,18 @@ Result<std::string> FindSpeculationLibrary();
 Result<std::vector<std::string>> SpeculationEnvironment(const RunOptions& options,
                                                         const std::vector<std::string>& base);
 
-// Runs argv (argv[0] looked up in PATH) under speculation and waits for it. Returns its exit
-// status: the exit code, or 128 + signal number when a signal ended it (like a shell).
-// SIGINT and SIGQUIT are ignored while waiting, as system(3) does, so ^C reaches the command.
-Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv);
+// Runs argv (argv[0] looked up in PATH) under speculation and waits until it and every process
+// it started (its speculating children, anything it left running) are gone: the calling process
+// is a child subreaper meanwhile (PR_SET_CHILD_SUBREAPER; it reaps any child it has). Returns the
+// program's exit status: the exit code, or 128 + signal number when a signal ended it, which is
+// also stored in *killed_by (0 otherwise). A command that cannot be run is an error worded as a
+// shell words it: ENOENT "CMD: command not found", EACCES / ENOEXEC "CMD: Permission denied"...
+// Signals sent to the caller by another process (SIGTERM from timeout(1), SIGHUP, SIGINT,
+// SIGQUIT, SIGUSR1/2, SIGWINCH, SIGALRM) are passed on to the program; the terminal's own
+// signals reach it directly. With print_stats and no stats_file, the counters of every process
+// of the tree are summed and printed on stderr once, after the last one ends.
+Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv,
+                                int* killed_by = nullptr);
 
 // Replaces the calling process with argv under speculation (returns only on failure).
 Status ExecUnderSpeculation(const RunOptions& options, const std::vector<std::string>& argv);

@@ -10,6 +10,7 @@
 // thread (often the completion thread), and must not block for long.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,9 +28,12 @@ struct DiskRequest {
   // Who is waiting: a demand request has a program blocked on it; a prefetch has not. Emulation
   // and queueing policies may serve demand first.
   enum class Priority : uint8_t { kDemand, kPrefetch };
+  // Why a read was made, for per-disk statistics and the timeline (disks treat all alike).
+  enum class Purpose : uint8_t { kDemand, kReadahead, kHinted, kSpeculative };
 
   Kind kind = Kind::kRead;
   Priority priority = Priority::kDemand;
+  Purpose purpose = Purpose::kDemand;  // kRead only
   ObjectId object = 0;
   uint64_t offset = 0;     // byte offset inside the object (kSync: ignored)
   uint64_t length = 0;     // bytes (kSync: ignored)
@@ -45,7 +49,15 @@ struct DiskUsage {
   uint64_t free_bytes = 0;  // available to tipfs (statvfs f_bavail)
   uint64_t total_files = 0;
   uint64_t free_files = 0;
+  // Free including the backing store's reserve for root (statvfs f_bfree); 0: same as free_bytes.
+  uint64_t free_bytes_with_reserve = 0;
+  // Disks with the same nonzero id share one backing store (directories on one file system, pools
+  // of one cluster): statfs counts its space once. 0: not known, counted for this disk alone.
+  uint64_t store_id = 0;
 };
+
+// What Disk::Seek looks for, as lseek(2)'s SEEK_DATA and SEEK_HOLE.
+enum class SeekKind : uint8_t { kData, kHole };
 
 struct ObjectInfo {
   uint64_t size = 0;             // logical length
@@ -68,6 +80,18 @@ class Disk {
   // Every object on the disk (for fsck and orphan reclamation).
   virtual Status ListObjects(std::vector<ObjectId>* out) = 0;
   virtual Result<DiskUsage> Usage() = 0;
+  // lseek(2) SEEK_DATA / SEEK_HOLE inside the object, where the object's end and a missing object
+  // read as one endless hole. kData: the first offset >= `offset` holding data, or kNoData.
+  // kHole: the first offset >= `offset` inside a hole (so `offset` itself past the end). Disks
+  // that cannot tell holes from data (the default, from Stat) report all of [0, size) as data.
+  static constexpr uint64_t kNoData = UINT64_MAX;
+  virtual Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) {
+    Result<ObjectInfo> info = Stat(object);
+    if (!info.ok() && info.error() != ENOENT) return info.status();
+    const uint64_t size = info.ok() ? info->size : 0;
+    if (kind == SeekKind::kData) return offset < size ? offset : kNoData;
+    return offset < size ? size : offset;
+  }
   // Makes every completed write on this disk durable (syncfs of the backing store): a clean
   // unmount calls it so that everything, not only fsync'ed files, survives.
   virtual Status SyncAll() = 0;

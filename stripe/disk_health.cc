@@ -166,6 +166,12 @@ Result<ObjectInfo> HealthTrackingDisk::Stat(ObjectId object) {
   return info;
 }
 
+Result<uint64_t> HealthTrackingDisk::Seek(ObjectId object, uint64_t offset, SeekKind kind) {
+  Result<uint64_t> at = inner_->Seek(object, offset, kind);
+  board_->Record(index_, /*write=*/false, /*disk_wide=*/false, at.status(), /*proves=*/false);
+  return at;
+}
+
 // The disk-wide calls report their failures; their successes prove little (statvfs of a disk
 // whose objects/ was removed still works), so they clear nothing.
 Status HealthTrackingDisk::ListObjects(std::vector<ObjectId>* out) {

@@ -92,6 +92,7 @@ class HealthTrackingDisk : public DiskWrapper {
   Status Truncate(ObjectId object, uint64_t size) override;
   Status Remove(ObjectId object) override;
   Result<ObjectInfo> Stat(ObjectId object) override;
+  Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override;
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;
   Status SyncAll() override;

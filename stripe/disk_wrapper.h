@@ -26,6 +26,9 @@ class DiskWrapper : public Disk {
   Result<ObjectInfo> Stat(ObjectId object) override { return inner_->Stat(object); }
   Status ListObjects(std::vector<ObjectId>* out) override { return inner_->ListObjects(out); }
   Result<DiskUsage> Usage() override { return inner_->Usage(); }
+  Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override {
+    return inner_->Seek(object, offset, kind);
+  }
   Status SyncAll() override { return inner_->SyncAll(); }
   std::string name() const override { return inner_->name(); }
 

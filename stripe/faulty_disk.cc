@@ -84,6 +84,11 @@ Result<ObjectInfo> FaultyDisk::Stat(ObjectId object) {
   return inner_->Stat(object);
 }
 
+Result<uint64_t> FaultyDisk::Seek(ObjectId object, uint64_t offset, SeekKind kind) {
+  TIPFS_RETURN_IF_ERROR(Check(kReads, object, "seek"));
+  return inner_->Seek(object, offset, kind);
+}
+
 Status FaultyDisk::ListObjects(std::vector<ObjectId>* out) {
   // Only a vanished disk fails these: rules target requests (reads/writes), not the whole disk.
   TIPFS_RETURN_IF_ERROR(Check(0, std::nullopt, "list objects"));

@@ -78,6 +78,19 @@ int ErrorRank(const Status& s) {
 
 }  // namespace
 
+uint64_t Layout::ObjectOffsetAtOrAfter(ObjectId ino, uint32_t disk, uint64_t file_offset) const {
+  const uint64_t unit = file_offset / stripe_unit_;
+  const uint64_t behind = (disk + disk_count_ - DiskOfUnit(ino, unit)) % disk_count_;
+  if (behind == 0) return (unit / disk_count_) * stripe_unit_ + file_offset % stripe_unit_;
+  return ((unit + behind) / disk_count_) * stripe_unit_;  // the start of its next unit there
+}
+
+uint64_t Layout::FileOffsetOf(ObjectId ino, uint32_t disk, uint64_t object_offset) const {
+  const uint64_t r = (disk + disk_count_ - StartDisk(ino)) % disk_count_;
+  const uint64_t unit = (object_offset / stripe_unit_) * disk_count_ + r;
+  return unit * stripe_unit_ + object_offset % stripe_unit_;
+}
+
 Status MergeDiskErrors(const Status& a, const Status& b) {
   return ErrorRank(b) > ErrorRank(a) ? b : a;
 }

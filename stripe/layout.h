@@ -42,6 +42,13 @@ class Layout {
   // The length disk `disk`'s object has when the file is `file_size` bytes long and dense.
   uint64_t ObjectSize(ObjectId ino, uint32_t disk, uint64_t file_size) const;
 
+  // Where in disk `disk`'s object the first file byte at or after `file_offset` that lives on
+  // that disk sits. With FileOffsetOf, its inverse, a search inside one object (holes, data)
+  // maps back to the file: both are monotonic.
+  uint64_t ObjectOffsetAtOrAfter(ObjectId ino, uint32_t disk, uint64_t file_offset) const;
+  // The file offset of byte `object_offset` of disk `disk`'s object.
+  uint64_t FileOffsetOf(ObjectId ino, uint32_t disk, uint64_t object_offset) const;
+
  private:
   uint32_t disk_count_;
   uint32_t stripe_unit_;

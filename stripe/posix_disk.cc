@@ -403,9 +403,32 @@ Status PosixDisk::ListObjects(std::vector<ObjectId>* out) {
 Result<DiskUsage> PosixDisk::Usage() {
   struct statvfs vfs;
   if (::fstatvfs(objects_fd_, &vfs) != 0) return ErrnoStatus(name_ + ": statvfs");
-  return DiskUsage{static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize,
-                   static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize,
-                   static_cast<uint64_t>(vfs.f_files), static_cast<uint64_t>(vfs.f_favail)};
+  struct stat st;
+  if (::fstat(objects_fd_, &st) != 0) return ErrnoStatus(name_ + ": stat objects/");
+  DiskUsage usage;
+  usage.total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  usage.free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  usage.total_files = static_cast<uint64_t>(vfs.f_files);
+  usage.free_files = static_cast<uint64_t>(vfs.f_favail);
+  usage.free_bytes_with_reserve = static_cast<uint64_t>(vfs.f_bfree) * vfs.f_frsize;
+  // One st_dev per mounted file system: directories on it (bind mounts too) share its space.
+  usage.store_id = static_cast<uint64_t>(st.st_dev) + 1;
+  return usage;
+}
+
+Result<uint64_t> PosixDisk::Seek(ObjectId object, uint64_t offset, SeekKind kind) {
+  Result<FdEntry*> entry = Acquire(object, /*create=*/false);
+  if (!entry.ok()) return entry.status();
+  if (*entry == nullptr) return kind == SeekKind::kData ? kNoData : offset;  // missing: all hole
+  // Requests carry their own offsets (io_uring, like pread), so moving the shared file position
+  // disturbs nobody.
+  const off_t at = ::lseek((*entry)->fd, static_cast<off_t>(offset),
+                           kind == SeekKind::kData ? SEEK_DATA : SEEK_HOLE);
+  const int err = errno;
+  Release(*entry);
+  if (at >= 0) return static_cast<uint64_t>(at);
+  if (err == ENXIO) return kind == SeekKind::kData ? kNoData : offset;  // at or past the end
+  return OpError(kind == SeekKind::kData ? "seek data" : "seek hole", object, offset, err);
 }
 
 Status PosixDisk::SyncAll() {

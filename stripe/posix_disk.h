@@ -6,7 +6,8 @@
 // the ring is full, completed, short read/write resubmitted, retried on EINTR/EAGAIN, failed or
 // finished on the ring's thread; see io_ring.h); a read of a missing object completes at once with
 // 0 bytes (a hole). Failures become a Status naming this disk ("disk 2 (/srv/d2): read object ...:
-// strerror"). Truncate, Remove, Stat, ListObjects, Usage and SyncAll are synchronous syscalls.
+// strerror"). Truncate, Remove, Stat, ListObjects, Usage, Seek and SyncAll are synchronous
+// syscalls.
 //
 // Open file descriptors are cached per object (LRU, `max_open_files`; when the process runs out
 // of descriptors, idle cached ones are closed and the open is retried once). A request holds a
@@ -55,6 +56,7 @@ class PosixDisk : public Disk {
   Result<ObjectInfo> Stat(ObjectId object) override;
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;
+  Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override;
   Status SyncAll() override;
   std::string name() const override { return name_; }
 

@@ -102,7 +102,8 @@ struct ReadState {
 StripedIo::StripedIo(Volume* volume) : volume_(volume) {}
 
 void StripedIo::ReadAsync(ObjectId ino, uint64_t offset, uint64_t length, char* buffer,
-                          DiskRequest::Priority priority, std::function<void(Status)> done) {
+                          DiskRequest::Priority priority, DiskRequest::Purpose purpose,
+                          std::function<void(Status)> done) {
   if (length == 0) {
     done(Status::OK());
     return;
@@ -125,6 +126,7 @@ void StripedIo::ReadAsync(ObjectId ino, uint64_t offset, uint64_t length, char* 
     DiskRequest request;
     request.kind = DiskRequest::Kind::kRead;
     request.priority = priority;
+    request.purpose = purpose;
     request.object = ino;
     request.offset = piece->object_offset;
     request.length = piece->length;

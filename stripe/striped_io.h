@@ -24,7 +24,14 @@ class StripedIo {
   // once, after every piece completed, with the merged error (MergeDiskErrors). It may run on the
   // calling thread before ReadAsync returns (in-memory disks, page-cache hits, holes).
   void ReadAsync(ObjectId ino, uint64_t offset, uint64_t length, char* buffer,
-                 DiskRequest::Priority priority, std::function<void(Status)> done);
+                 DiskRequest::Priority priority, std::function<void(Status)> done) {
+    ReadAsync(ino, offset, length, buffer, priority, DiskRequest::Purpose::kDemand,
+              std::move(done));
+  }
+  // The same, saying why the read is made (per-disk statistics and the timeline).
+  void ReadAsync(ObjectId ino, uint64_t offset, uint64_t length, char* buffer,
+                 DiskRequest::Priority priority, DiskRequest::Purpose purpose,
+                 std::function<void(Status)> done);
   // Blocking forms.
   Status Read(ObjectId ino, uint64_t offset, uint64_t length, char* buffer);
   Status Write(ObjectId ino, uint64_t offset, const char* data, uint64_t length);

@@ -81,10 +81,18 @@ std::string Statistics::ToPrometheus() const {
   std::string out;
   auto values = Snapshot();
   for (size_t i = 0; i < values.size(); ++i) {
-    const char* dotted = TickerName(static_cast<Ticker>(i));
-    std::string name = PrometheusName(dotted) + "_total";
+    const std::string dotted = TickerName(static_cast<Ticker>(i));
+    // Prometheus counts time in seconds: "disk.busy.nanos" is tipfs_disk_busy_seconds_total.
+    const std::string_view nanos = ".nanos";
+    const bool is_nanos = dotted.size() > nanos.size() &&
+                          dotted.compare(dotted.size() - nanos.size(), nanos.size(), nanos) == 0;
+    std::string name =
+        PrometheusName(is_nanos ? dotted.substr(0, dotted.size() - nanos.size()) + ".seconds"
+                                : dotted) +
+        "_total";
     AppendPrometheusHeader(&out, name, "counter", dotted);
-    AppendPrometheusSample(&out, name, {}, static_cast<double>(values[i]));
+    AppendPrometheusSample(&out, name, {},
+                           static_cast<double>(values[i]) * (is_nanos ? 1e-9 : 1.0));
   }
   return out;
 }

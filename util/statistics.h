@@ -59,7 +59,8 @@ class Statistics {
 
   // One "name value" line per ticker, in enum order.
   std::string ToString() const;
-  // Prometheus text exposition: each ticker as counter `tipfs_<name with _>_total`.
+  // Prometheus text exposition: each ticker as counter `tipfs_<name with _>_total`, times in
+  // seconds ("disk.busy.nanos" is tipfs_disk_busy_seconds_total).
   std::string ToPrometheus() const;
 
  private:

@@ -204,7 +204,8 @@ std::string FormatDiskStats(const std::vector<DiskStats>& disks) {
 
 void AppendDiskStatsPrometheus(std::string* out, const std::vector<DiskStats>& disks) {
   for (const StatField& field : kStatFields) {
-    std::string name = std::string("tipfs_disk_") + field.name;
+    // "model": the emulated disks' own view (tipfs_disk_io_* is what tipfs measured of them).
+    std::string name = std::string("tipfs_disk_model_") + field.name;
     AppendPrometheusHeader(out, name, field.type, field.help);
     for (size_t i = 0; i < disks.size(); ++i) {
       AppendPrometheusSample(out, name, {{"disk", std::to_string(i)}}, field.get(disks[i]));

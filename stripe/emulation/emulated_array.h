@@ -71,7 +71,8 @@ DiskStats SumDiskStats(const std::vector<DiskStats>& disks);
 // A table, one line per disk and a total: requests, MB read / written, utilization, mean and
 // maximum queue depth, random vs sequential, mean response, late completions.
 std::string FormatDiskStats(const std::vector<DiskStats>& disks);
-// Prometheus gauges/counters labelled disk="N" (tipfs_disk_requests_total{disk="0"} ...).
+// Prometheus gauges/counters of the model labelled disk="N" (tipfs_disk_model_reads_total{disk="0"}
+// ...).
 void AppendDiskStatsPrometheus(std::string* out, const std::vector<DiskStats>& disks);
 // {"disks":[{"index":0,"reads":...},...]} for `tipfs stats --json`.
 std::string DiskStatsJson(const std::vector<DiskStats>& disks);

@@ -1,5 +1,6 @@
 /* The example program of man/tipfs_hint.3, built with the tests so that it keeps compiling.
  * Reads files of a tipfs mount in a known order after disclosing that order. */
+#define _POSIX_C_SOURCE 200809L /* openat, O_DIRECTORY under cc -std=c99 */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

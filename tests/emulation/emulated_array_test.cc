@@ -128,16 +128,19 @@ TEST_F(EmulatedArrayTest, StatisticsOutliveTheDisksAndPrintInEveryFormat) {
 
   std::string metrics;
   AppendDiskStatsPrometheus(&metrics, stats);
-  EXPECT_NE(metrics.find("# TYPE tipfs_disk_reads_total counter\n"), std::string::npos);
-  EXPECT_NE(metrics.find("tipfs_disk_reads_total{disk=\"2\"} 2\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("tipfs_disk_busy_seconds_total{disk=\"2\"} 0.028\n"), std::string::npos)
+  EXPECT_NE(metrics.find("# TYPE tipfs_disk_model_reads_total counter\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tipfs_disk_model_reads_total{disk=\"2\"} 2\n"), std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("tipfs_disk_queue_depth_max{disk=\"2\"} 2\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tipfs_disk_model_busy_seconds_total{disk=\"2\"} 0.028\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tipfs_disk_model_queue_depth_max{disk=\"2\"} 2\n"), std::string::npos);
   // Disk 2 held two requests for one service time (14 ms) and one for another: 42 ms x requests
   // over the 1 s the statistics cover.
-  EXPECT_NE(metrics.find("tipfs_disk_elapsed_seconds_total{disk=\"2\"} 1\n"), std::string::npos)
+  EXPECT_NE(metrics.find("tipfs_disk_model_elapsed_seconds_total{disk=\"2\"} 1\n"),
+            std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("tipfs_disk_queue_depth_seconds_total{disk=\"2\"} 0.042\n"),
+  EXPECT_NE(metrics.find("tipfs_disk_model_queue_depth_seconds_total{disk=\"2\"} 0.042\n"),
             std::string::npos)
       << metrics;
 

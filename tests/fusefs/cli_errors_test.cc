@@ -3,12 +3,15 @@
 // nothing changes on disk (the listing of every disk directory, with the label bytes, is the
 // same before and after), nothing gets mounted, no daemon is left running.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -70,13 +73,18 @@ class CliErrorsTest : public ::testing::Test {
   }
 
   // Runs a command that must be refused; checks the one-line message and that nothing changed.
+  // `exit_code` -1: any failure; else exactly it (2 a usage error, 1 a failure at run time).
   void ExpectRefused(const std::string& command, const std::vector<std::string>& mentions,
-                     const std::vector<std::string>& live = {}) {
+                     const std::vector<std::string>& live = {}, int exit_code = -1) {
     SCOPED_TRACE(command);
     const std::string before = Listing(live);
     const std::vector<std::string> mounted_before = MountsUnderRoot();
     CommandResult result = RunSplit(command);
     EXPECT_NE(result.exit_code, 0) << "accepted; stdout: " << result.out;
+    if (exit_code >= 0) {
+      EXPECT_EQ(result.exit_code, exit_code) << result.err;
+    }
+    EXPECT_LT(result.err.size(), 400u) << "a one-line message, not a page: " << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
         << "stderr must be exactly one line: [" << result.err << "]";
     EXPECT_TRUE(!result.err.empty() && result.err.back() == '\n') << "[" << result.err << "]";
@@ -236,9 +244,9 @@ TEST_F(CliErrorsTest, SecondMountOfAMountedVolume) {
   const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
   ASSERT_TRUE(WriteFileBytes(volume_->Path("first"), "still here"));
   std::filesystem::create_directories(Root("mnt2"));
-  // The metadata store is locked by the running daemon (the message says so and names it).
+  // The running daemon serves it (the message says where it is mounted).
   ExpectRefused(Tipfs() + " mount " + volume_->disks()[3] + " " + Root("mnt2"),
-                {volume_->disks()[0], "locked"}, {"meta"});
+                {volume_->disks()[0], "already mounted at " + volume_->mountpoint()}, {"meta"});
   EXPECT_FALSE(IsMountPoint(Root("mnt2")));
   EXPECT_EQ(ReadDaemonPid(volume_->disks()[0]), daemon) << "the pid file was overwritten";
   EXPECT_EQ(ReadFileOrDie(volume_->Path("first")), "still here");
@@ -272,6 +280,126 @@ TEST_F(CliErrorsTest, UmountOfSomethingThatIsNoTipfsMount) {
   ExpectRefused(Tipfs() + " umount " + volume_->mountpoint(), {volume_->mountpoint()});
   ExpectRefused(Tipfs() + " umount " + Root("nowhere"), {Root("nowhere")});
   ExpectRefused(Tipfs() + " umount /proc", {"/proc"});
+}
+
+// ---- messages a new user hit (issue 13): one line naming the value; usage 2, run time 1 ----
+
+TEST_F(CliErrorsTest, UsageErrorsExit2AndNameTheValue) {
+  ExpectRefused(Tipfs() + " frobnicate", {"'frobnicate'", "mkfs", "mount"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount --bogus-option a b", {"--bogus-option"}, {}, 2);
+  ExpectRefused(Tipfs() + " mkfs", {"DISK"}, {}, 2);
+  ExpectRefused(Tipfs() + " stats --watch 0 /", {"--watch", "'0'"}, {}, 2);
+  ExpectRefused(Tipfs() + " stats --watch abc /", {"--watch", "'abc'"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount --data-cache fast a b", {"--data-cache", "'fast'"}, {}, 2);
+  ExpectRefused(Tipfs() + " hint --source manual /", {"--source manual"}, {}, 2);
+  ExpectRefused(Tipfs() + " umount " + Root("nowhere"), {Root("nowhere")}, {}, 2);
+}
+
+TEST_F(CliErrorsTest, MountRefusesACacheBelowTheMinimumAndBadDashOOptions) {
+  SKIP_WITHOUT_FUSE();
+  Mkfs();
+  const std::string target = " " + volume_->disks()[0] + " " + volume_->mountpoint();
+  for (const char* size : {"0", "10K", "255K"}) {
+    ExpectRefused(Tipfs() + " mount --cache-size " + size + target,
+                  {std::string("--cache-size ") + size, "minimum of 256 KiB"}, {}, 2);
+  }
+  ExpectRefused(Tipfs() + " mount -o cache_size=10K" + target, {"--cache-size 10K"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount -o bogus=1" + target, {"'bogus=1'"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount -o data_cache=fast" + target, {"data_cache=fast"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount -o cache_size" + target, {"cache_size"}, {}, 2);
+}
+
+TEST_F(CliErrorsTest, MountWithALogInAMissingDirectory) {
+  SKIP_WITHOUT_FUSE();
+  Mkfs();
+  const std::string log = Root("no-such-dir/tipfs.log");
+  ExpectRefused(
+      Tipfs() + " mount --log " + log + " " + volume_->disks()[0] + " " + volume_->mountpoint(),
+      {log, "No such file or directory"}, {}, 1);
+}
+
+TEST_F(CliErrorsTest, MkfsSaysItsNameOnce) {
+  CommandResult result = RunSplit(Tipfs() + " mkfs " + Root("does-not-exist"));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err.find("mkfs: mkfs"), std::string::npos) << result.err;
+  EXPECT_EQ(result.err.rfind("tipfs mkfs: ", 0), 0u) << result.err;
+}
+
+TEST_F(CliErrorsTest, HintErrorsNameThePath) {
+  ExpectRefused(Tipfs() + " hint " + Root("missing-file"), {Root("missing-file")}, {}, 1);
+  ASSERT_TRUE(WriteFileBytes(Root("outside"), "x"));
+  ExpectRefused(Tipfs() + " hint " + Root("outside"), {Root("outside"), "not inside a tipfs mount"},
+                {}, 1);
+  ExpectRefused(Tipfs() + " hint --list " + Root("no-list"), {Root("no-list")}, {}, 1);
+}
+
+TEST_F(CliErrorsTest, HelpUsesTheManPagesNotation) {
+  for (const char* command :
+       {"", " mkfs", " mount", " umount", " stats", " hint", " run", " fsck"}) {
+    SCOPED_TRACE(command);
+    CommandResult help = RunSplit(Tipfs() + command + " --help");
+    EXPECT_EQ(help.exit_code, 0);
+    // CLI11's own words: type names, counts and markers.
+    const std::regex notation("\\b(TEXT|REQUIRED|FLOAT|INT|UINT)\\b|\\(\\d+x\\)|:SIZE| x \\d");
+    EXPECT_FALSE(std::regex_search(help.out, notation)) << help.out;
+  }
+  CommandResult version = RunSplit(Tipfs() + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("tipfs ", 0), 0u) << version.out;
+}
+
+TEST_F(CliErrorsTest, AfterTheDaemonDiedStatsAndMountSayRunTipfsUmount) {
+  SKIP_WITHOUT_FUSE();
+  Mkfs();
+  ASSERT_EQ(volume_->Mount(), "");
+  const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  ASSERT_TRUE(WaitForProcessExit(daemon, 30));
+  const std::string mnt = volume_->mountpoint();
+  CommandResult stats = RunSplit(Tipfs() + " stats " + mnt);
+  EXPECT_EQ(stats.exit_code, 1);
+  EXPECT_NE(stats.err.find("tipfs umount " + mnt), std::string::npos) << stats.err;
+  EXPECT_EQ(std::count(stats.err.begin(), stats.err.end(), '\n'), 1) << stats.err;
+  CommandResult mount = RunSplit(Tipfs() + " mount " + volume_->disks()[0] + " " + mnt);
+  EXPECT_EQ(mount.exit_code, 1);
+  EXPECT_NE(mount.err.find("tipfs umount " + mnt), std::string::npos) << mount.err;
+  // And that advice works: the dead mount goes, the next mount recovers.
+  CommandResult umount = RunSplit(Tipfs() + " umount " + mnt);
+  EXPECT_EQ(umount.exit_code, 0) << umount.err;
+  EXPECT_FALSE(IsMountPoint(mnt));
+  ASSERT_EQ(volume_->Mount(), "");
+}
+
+TEST_F(CliErrorsTest, UmountOfABusyMountNamesWhoHoldsItAndLazyDetaches) {
+  SKIP_WITHOUT_FUSE();
+  Mkfs();
+  ASSERT_EQ(volume_->Mount(), "");
+  const std::string mnt = volume_->mountpoint();
+  ASSERT_EQ(RunCommand("mkdir " + mnt + "/work"), 0);
+  // A process working inside the mount: its cwd and an open file are there.
+  pid_t holder = fork();
+  if (holder == 0) {
+    if (chdir((mnt + "/work").c_str()) != 0) _exit(1);
+    execlp("sh", "sh", "-c", "exec 3>held; exec sleep 600", nullptr);
+    _exit(1);
+  }
+  for (int i = 0; i < 3000 && access((mnt + "/work/held").c_str(), F_OK) != 0; ++i) usleep(10000);
+  const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
+  CommandResult busy = RunSplit(Tipfs() + " umount " + mnt);
+  EXPECT_EQ(busy.exit_code, 1);
+  EXPECT_EQ(std::count(busy.err.begin(), busy.err.end(), '\n'), 1) << busy.err;
+  EXPECT_NE(busy.err.find("pid " + std::to_string(holder) + " (sleep)"), std::string::npos)
+      << busy.err;
+  EXPECT_NE(busy.err.find("--lazy"), std::string::npos) << busy.err;
+  EXPECT_TRUE(IsMountPoint(mnt)) << "a busy mount must stay mounted";
+  CommandResult lazy = RunSplit(Tipfs() + " umount --lazy " + mnt);
+  EXPECT_EQ(lazy.exit_code, 0) << lazy.err;
+  EXPECT_FALSE(IsMountPoint(mnt));
+  // The daemon serves the process still inside until it lets go, then exits.
+  EXPECT_TRUE(ProcessAlive(daemon));
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  EXPECT_TRUE(WaitForProcessExit(daemon, 60));
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ namespace tipfs::testing {
 namespace {
 
 constexpr uint64_t kUnit = 64 * 1024;
-const char kMountArgs[] = "--disk-model none --cache-size 0 --readahead off --data-cache direct";
+// The smallest cache a mount takes (4 stripe units).
+const char kMountArgs[] = "--disk-model none --cache-size 256K --readahead off --data-cache direct";
 
 // Drops the cached pages of every object on `disk` (after writing them back).
 void DropObjectPages(const std::string& disk) {

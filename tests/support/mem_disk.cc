@@ -31,6 +31,13 @@ void MemDisk::Submit(DiskRequest request) {
           object.resize(request.offset + request.length, '\0');
         }
         std::memcpy(object.data() + request.offset, request.buffer, request.length);
+        if (request.length > 0) {
+          std::set<uint64_t>& pages = pages_[request.object];
+          for (uint64_t p = request.offset / kPage;
+               p <= (request.offset + request.length - 1) / kPage; ++p) {
+            pages.insert(p);
+          }
+        }
         result = request.length;
         break;
       }
@@ -49,12 +56,15 @@ Status MemDisk::Truncate(stripe::ObjectId object, uint64_t size) {
     it = objects_.emplace(object, std::string()).first;
   }
   it->second.resize(size, '\0');
+  std::set<uint64_t>& pages = pages_[object];
+  pages.erase(pages.lower_bound((size + kPage - 1) / kPage), pages.end());
   return Status::OK();
 }
 
 Status MemDisk::Remove(stripe::ObjectId object) {
   MutexLock lock(&mu_);
   objects_.erase(object);
+  pages_.erase(object);
   return Status::OK();
 }
 
@@ -63,7 +73,28 @@ Result<stripe::ObjectInfo> MemDisk::Stat(stripe::ObjectId object) {
   auto it = objects_.find(object);
   if (it == objects_.end())
     return Status::NotFound(name_ + ": no object " + std::to_string(object));
-  return stripe::ObjectInfo{it->second.size(), it->second.size()};
+  auto pages = pages_.find(object);
+  const uint64_t allocated = pages == pages_.end() ? 0 : pages->second.size() * kPage;
+  return stripe::ObjectInfo{it->second.size(), allocated};
+}
+
+Result<uint64_t> MemDisk::Seek(stripe::ObjectId object, uint64_t offset, stripe::SeekKind kind) {
+  MutexLock lock(&mu_);
+  auto it = objects_.find(object);
+  const uint64_t size = it == objects_.end() ? 0 : it->second.size();
+  const bool data = kind == stripe::SeekKind::kData;
+  if (offset >= size) return data ? Disk::kNoData : offset;
+  static const std::set<uint64_t> kNone;
+  auto found = pages_.find(object);
+  const std::set<uint64_t>& pages = found == pages_.end() ? kNone : found->second;
+  uint64_t page = offset / kPage;
+  if (data) {
+    auto next = pages.lower_bound(page);
+    if (next == pages.end()) return Disk::kNoData;
+    return std::max(offset, *next * kPage);
+  }
+  while (pages.count(page) != 0) ++page;
+  return std::min(size, std::max(offset, page * kPage));
 }
 
 Status MemDisk::ListObjects(std::vector<stripe::ObjectId>* out) {
@@ -77,7 +108,14 @@ Result<stripe::DiskUsage> MemDisk::Usage() {
   uint64_t used = 0;
   for (const auto& [id, data] : objects_) used += data.size();
   constexpr uint64_t kTotal = uint64_t{1} << 40;
-  return stripe::DiskUsage{kTotal, kTotal - used, 1 << 20, (1 << 20) - objects_.size()};
+  stripe::DiskUsage usage{kTotal, kTotal - used, 1 << 20, (1 << 20) - objects_.size()};
+  usage.store_id = store_id_;
+  return usage;
+}
+
+void MemDisk::set_store_id(uint64_t id) {
+  MutexLock lock(&mu_);
+  store_id_ = id;
 }
 
 std::string MemDisk::Contents(stripe::ObjectId object) const {
