@@ -21,6 +21,7 @@
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "util/clock.h"
+#include "util/durable_file.h"
 #include "util/mount_table.h"
 
 namespace tipfs::fusefs {
@@ -73,24 +74,6 @@ class Session {
   bool signals_ = false;
   bool mounted_ = false;
 };
-
-// Writes `text` to `path` and makes the file and its name durable.
-Status WriteDurably(const std::string& path, const std::string& text) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("create " + path);
-  bool ok =
-      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
-  int err = errno;
-  close(fd);
-  if (!ok) return ErrnoStatus("write " + path, err);
-  const std::string dir = path.substr(0, path.rfind('/'));
-  int dir_fd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoStatus("open " + dir);
-  ok = fsync(dir_fd) == 0;
-  err = errno;
-  close(dir_fd);
-  return ok ? Status::OK() : ErrnoStatus("fsync " + dir, err);
-}
 
 // The pid in `pid_file` when it names a running tipfs daemon other than this process, else 0.
 pid_t LiveDaemon(const std::string& pid_file) {
@@ -295,7 +278,7 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   // Durable before any request is served: after a power loss it is what tells the next mount
   // to recover (see above).
-  st = WriteDurably(pid_file, std::to_string(getpid()) + "\n");
+  st = WriteFileDurably(pid_file, std::to_string(getpid()) + "\n");
   if (!st.ok()) return fail(st);
   (void)announce(Status::OK());  // the mount is usable
 

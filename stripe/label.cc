@@ -42,6 +42,7 @@
 #include "stripe/io_ring.h"
 #include "stripe/posix_disk.h"
 #include "stripe/volume.h"
+#include "util/durable_file.h"
 
 namespace tipfs::stripe {
 
@@ -160,24 +161,6 @@ Result<Label> Parse(const std::string& path, const std::string& text) {
   }
   if (kv.size() != 5 + label.count) return corrupt("unknown keys");
   return label;
-}
-
-Status WriteFileDurably(const std::string& dir, const std::string& text) {
-  const std::string tmp = dir + "/" + kLabelTmp;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("write " + tmp);
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) return ErrnoStatus("write " + tmp, err);
-  if (::rename(tmp.c_str(), LabelPath(dir).c_str()) != 0) return ErrnoStatus("rename " + tmp);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoStatus("open " + dir);
-  const bool synced = ::fsync(dfd) == 0;
-  ::close(dfd);
-  if (!synced) return ErrnoStatus("fsync " + dir);
-  return Status::OK();
 }
 
 Result<std::string> NewUuid() {
@@ -311,7 +294,7 @@ Result<Label> ReadLabel(const std::string& disk_path) {
 }
 
 Status WriteLabel(const std::string& disk_path, const Label& label) {
-  return WriteFileDurably(disk_path, Serialize(label));
+  return WriteFileDurably(LabelPath(disk_path), Serialize(label));
 }
 
 std::string MetaPath(const Label& label) { return label.disk_paths.at(0) + "/meta"; }

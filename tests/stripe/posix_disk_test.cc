@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "tests/stripe/disk_requests.h"
-#include "tests/stripe/temp_dir.h"
+#include "tests/stripe/file_snapshot.h"
 
 namespace tipfs::stripe {
 namespace {
