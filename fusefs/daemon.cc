@@ -60,6 +60,11 @@ class Session {
     return Status::OK();
   }
 
+  // Drops the kernel's cached attributes of `ino` (attributes only: the pages stay).
+  void InvalidateAttributes(uint64_t ino) {
+    if (session_ != nullptr) (void)fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
+  }
+
   int Loop(uint32_t threads) {
     fuse_loop_config* config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_max_threads(config, threads);
@@ -275,6 +280,8 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   Session session;
   st = session.Start(&bridge, options, label.disk_paths[0]);
   if (!st.ok()) return fail(st);
+  // A write that takes set-id bits away must not leave the kernel executing the file with them.
+  fs.SetAttributeListener([&session](Ino ino) { session.InvalidateAttributes(ino); });
 
   // Durable before any request is served: after a power loss it is what tells the next mount
   // to recover (see above).

@@ -224,7 +224,7 @@ void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
   } else if (to_set & FUSE_SET_ATTR_MTIME) {
     change.mtime = TimeOf(attr->st_mtim);
   }
-  Result<meta::Inode> inode = Fs(req)->SetAttr(ino, change);
+  Result<meta::Inode> inode = Fs(req)->SetAttr(CallerOf(req), ino, change);
   if (!inode.ok()) return ReplyStatus(req, inode.status());
   struct stat st = ToStat(Fs(req), *inode);
   fuse_reply_attr(req, &st, Bridge(req)->options().attr_timeout_seconds);
@@ -334,7 +334,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     PublishHandle(fi);
     return (void)fuse_reply_open(req, fi);
   }
-  Result<OpenedFile> opened = Fs(req)->Open(ino, fi->flags);
+  Result<OpenedFile> opened = Fs(req)->Open(CallerOf(req), ino, fi->flags);
   if (!opened.ok()) return ReplyStatus(req, opened.status());
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
@@ -409,7 +409,7 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
     if (!st.ok()) return ReplyStatus(req, st);
     return (void)fuse_reply_write(req, size);
   }
-  Result<size_t> n = Fs(req)->Write(ino, static_cast<uint64_t>(off), buf, size);
+  Result<size_t> n = Fs(req)->Write(CallerOf(req), ino, static_cast<uint64_t>(off), buf, size);
   if (!n.ok()) return ReplyStatus(req, n.status());
   RecordTick(Bridge(req)->statistics(), FUSE_WRITE_OPS);
   RecordTick(Bridge(req)->statistics(), FUSE_WRITE_BYTES, *n);
