@@ -28,16 +28,24 @@ class UnprivilegedProcess {
  public:
   UnprivilegedProcess() {
     if (geteuid() != 0) return;  // then this process itself lacks CAP_FSETID
-    if (pipe2(release_, O_CLOEXEC) != 0) return;
+    int ready[2];
+    if (pipe2(release_, O_CLOEXEC) != 0 || pipe2(ready, O_CLOEXEC) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
+      close(release_[1]);
+      close(ready[0]);
       if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) {
         _exit(1);
       }
+      (void)write(ready[1], "r", 1);  // its credentials are nobody's from here on
       char c;
       (void)read(release_[0], &c, 1);  // until the test ends
       _exit(0);
     }
+    close(ready[1]);
+    char c;
+    dropped_ = read(ready[0], &c, 1) == 1;  // before the test asks about it
+    close(ready[0]);
   }
   ~UnprivilegedProcess() {
     if (pid_ <= 0) return;
@@ -46,6 +54,7 @@ class UnprivilegedProcess {
     waitpid(pid_, &status, 0);
     close(release_[0]);
   }
+  bool ready() const { return geteuid() != 0 || dropped_; }
   Caller caller() const {
     return Caller{kNobody, kNobody, static_cast<uint32_t>(pid_ > 0 ? pid_ : getpid())};
   }
@@ -53,10 +62,12 @@ class UnprivilegedProcess {
  private:
   pid_t pid_ = -1;
   int release_[2] = {-1, -1};
+  bool dropped_ = false;
 };
 
 class SetIdTest : public ::testing::Test {
  protected:
+  void SetUp() override { ASSERT_TRUE(nobody_.ready()) << "no process of uid 65534"; }
   // A regular file of root's with `mode` (set with chmod, past the umask), open.
   uint64_t Make(const std::string& name, uint32_t mode) {
     auto opened = rig_.fs()->Create(Caller{}, kRootIno, name, 0644, O_RDWR);
