@@ -6,11 +6,9 @@
 // posix_files_test.cc.
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/types.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <string>
 
 #include "tests/fusefs/posix_compare_fixture.h"
@@ -134,69 +132,6 @@ void AsOtherUser(PosixTrace& t) {
   if (fd >= 0) close(static_cast<int>(fd));
   Call(t, "remove a file from a 0777 dir",
        [&] { return static_cast<long>(unlink(t.P("pub/mine").c_str())); });
-}
-
-// Set-id bits: root's set-id files written, truncated and re-owned. A write or truncate by
-// another user (uid 65534, no capabilities) takes S_ISUID away, and S_ISGID when group-executable;
-// root's own write keeps them; a chown takes S_ISUID away even from root's file. In direct mode
-// the kernel leaves all of it to the daemon.
-constexpr uid_t kNobody = 65534;
-constexpr mode_t kSetIdModes[] = {04777, 02777, 06777, 06755, 02767};
-
-std::string SetIdName(const char* what, mode_t mode) {
-  char name[48];
-  std::snprintf(name, sizeof(name), "setid/%s-%04o", what, static_cast<unsigned>(mode));
-  return name;
-}
-
-void PrepareSetId(PosixTrace& t) {
-  Call(t, "mkdir setid", [&] { return static_cast<long>(mkdir(t.P("setid").c_str(), 0777)); });
-  Call(t, "chmod setid", [&] { return static_cast<long>(chmod(t.P("setid").c_str(), 0777)); });
-  for (const char* what : {"write", "truncate", "root-write", "chown"}) {
-    for (mode_t mode : kSetIdModes) {
-      const std::string rel = SetIdName(what, mode);
-      t.Note("make " + rel, WriteFileBytes(t.P(rel), "#!/bin/sh\n") ? "ok" : "failed");
-      Call(t, "chmod " + rel, [&] { return static_cast<long>(chmod(t.P(rel).c_str(), mode)); });
-    }
-  }
-}
-
-void SetIdAsNobody(PosixTrace& t) {
-  for (mode_t mode : kSetIdModes) {
-    const std::string rel = SetIdName("write", mode);
-    int fd = OpenAt(t, "open " + rel + " for writing", rel, O_WRONLY);
-    if (fd >= 0) {
-      WriteAt(t, "write one byte to " + rel, fd, "x", 0);
-      t.FStat("fstat after the write", fd);
-      CloseFd(t, "close", fd);
-    }
-    t.Stat("mode after another user's write", rel);
-    const std::string truncated = SetIdName("truncate", mode);
-    Call(t, "truncate " + truncated,
-         [&] { return static_cast<long>(truncate(t.P(truncated).c_str(), 1)); });
-    t.Stat("mode after another user's truncate", truncated);
-  }
-}
-
-TEST_P(PosixCompareTest, SetIdBitsAfterWritesTruncatesAndChownsByOtherUsers) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as other users";
-  Compare([](PosixTrace& t) {
-    PrepareSetId(t);
-    t.AsUser(kNobody, kNobody, SetIdAsNobody);
-    for (mode_t mode : kSetIdModes) {
-      const std::string written = SetIdName("root-write", mode);
-      int fd = OpenAt(t, "open " + written + " as root", written, O_WRONLY);
-      if (fd >= 0) {
-        WriteAt(t, "root writes one byte", fd, "x", 0);
-        CloseFd(t, "close", fd);
-      }
-      t.Stat("mode after root's write", written);
-      const std::string owned = SetIdName("chown", mode);
-      Call(t, "chown " + owned + " to 1000:1000",
-           [&] { return static_cast<long>(chown(t.P(owned).c_str(), 1000, 1000)); });
-      t.Stat("mode after root's chown", owned);
-    }
-  });
 }
 
 TEST_P(PosixCompareTest, PermissionChecksAsOtherUsers) {
