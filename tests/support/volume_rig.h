@@ -37,6 +37,9 @@ class DiskRef : public stripe::Disk {
     return target_->ListObjects(out);
   }
   Result<stripe::DiskUsage> Usage() override { return target_->Usage(); }
+  Result<uint64_t> Seek(stripe::ObjectId object, uint64_t offset, stripe::SeekKind kind) override {
+    return target_->Seek(object, offset, kind);
+  }
   Status SyncAll() override { return target_->SyncAll(); }
   std::string name() const override { return target_->name(); }
 
