@@ -117,6 +117,10 @@ struct StreamInfo {
   uint64_t blocks_prefetched = 0;  // blocks fetched for its hints
   uint64_t cap_bytes = 0;          // per-process cap on outstanding hinted bytes
   double horizon = 0;              // its prefetch horizon P, in block accesses
+  // Hinted accesses read from all streams of the stream's owner since its first hint, by source
+  // (kept for the last kMaxOwnerTotals owners, streams deleted or not): what the owner's reads
+  // really got from hints (libtipspec reports it at exit).
+  std::array<uint64_t, kHintSourceCount> owner_consumed{};
 };
 
 // One hint stream as `tipfs stats --streams` lists it (FileCache::ListStreams).
@@ -174,6 +178,7 @@ struct CacheStats {
   uint64_t spec_reads = 0;
   uint64_t spec_hits = 0;
   uint64_t spec_eagain = 0;
+  uint64_t spec_redundant_bytes = 0;  // speculative reads of data cached, coming or just hinted
   // Writes and evictions.
   uint64_t write_blocks_updated = 0;
   uint64_t write_blocks_dropped = 0;

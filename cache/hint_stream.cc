@@ -48,6 +48,15 @@ void HintStream::Append(const HintSegment& segment) {
   if (segment.length == 0) return;
   pending_.push_back(segment);
   AddOutstanding(segment.source, static_cast<int64_t>(segment.length));
+  last_appended_ = segment;
+}
+
+bool HintStream::LastAppendedCovers(uint64_t ino, uint64_t offset, uint64_t length) const {
+  if (last_appended_.length == 0 || outstanding_bytes_ == 0 || last_appended_.ino != ino) {
+    return false;
+  }
+  return offset >= last_appended_.offset &&
+         offset + length <= last_appended_.offset + last_appended_.length;
 }
 
 void HintStream::AddOutstanding(HintSource source, int64_t bytes) {
@@ -200,6 +209,7 @@ void HintStream::DropIf(Pred pred, StreamRelease* release) {
     }
   }
   pending_.swap(kept_segments);
+  last_appended_.length = 0;  // it may be among the dropped
   cursor_ = 0;
   AdvanceCursor();
 }

@@ -95,6 +95,9 @@ class HintStream {
   uint32_t owner() const { return owner_; }
 
   void Append(const HintSegment& segment);
+  // True when the last segment appended covers [offset, offset + length) of `ino` (and has not
+  // been wholly consumed or dropped since).
+  bool LastAppendedCovers(uint64_t ino, uint64_t offset, uint64_t length) const;
 
   // Expanded accesses; index 0 is the next access the stream's reader will make (x = 1).
   size_t expanded() const { return accesses_.size(); }
@@ -169,6 +172,7 @@ class HintStream {
 
   std::deque<HintedAccess> accesses_;
   std::deque<HintSegment> pending_;  // not yet expanded; the front may be partly expanded
+  HintSegment last_appended_;        // length 0: none (or gone)
   size_t cursor_ = 0;
   uint64_t outstanding_bytes_ = 0;
   std::array<uint64_t, kHintSourceCount> outstanding_by_source_{};

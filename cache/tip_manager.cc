@@ -491,6 +491,7 @@ void TipManager::FillStats(CacheStats* stats) const {
   stats->hinted_skipped = counters_.hinted_skipped;
   stats->hinted_ejected = counters_.hinted_ejected;
   stats->shared_consumed = counters_.shared_consumed;
+  stats->spec_redundant_bytes = counters_.spec_redundant_bytes;
   stats->streams_retired = counters_.streams_retired;
   for (size_t i = 0; i < kHintSourceCount; ++i) stats->accuracy[i] = accuracy_[i].accuracy();
   stats->streams_active = streams_.size() + warmups_.size();

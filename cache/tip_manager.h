@@ -213,6 +213,13 @@ class TipManager {
   // valued at the rate its idleness implies, not its last measured rate.
   static constexpr int64_t kIdleGraceNanos = 100 * kNanosPerMilli;
   void NoteConsumer(uint64_t stream, uint32_t reader) REQUIRES(mu_);
+  // Per owner: hinted accesses its streams had consumed, by source (StreamInfo::owner_consumed).
+  struct OwnerTotals {
+    std::array<uint64_t, kHintSourceCount> consumed{};
+    int64_t last_ns = 0;
+  };
+  static constexpr size_t kMaxOwnerTotals = 4096;
+  std::unordered_map<uint32_t, OwnerTotals> owner_totals_ GUARDED_BY(mu_);
   std::unordered_map<uint64_t, SharedStream> shared_streams_
       GUARDED_BY(mu_);  // stream id -> owner and consumers (ShareStream)
   // T_app of a shared stream: what one access of the stream costs its consumers together, or

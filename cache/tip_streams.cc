@@ -48,7 +48,23 @@ void TipManager::MutateStreamWith(HintStream* s, Release how,
 }
 
 void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as) {
-  (void)s;
+  if (!release->consumed.empty()) {
+    auto totals = owner_totals_.find(s->owner());
+    if (totals == owner_totals_.end()) {
+      if (owner_totals_.size() >= kMaxOwnerTotals) {  // forget the longest idle owner
+        auto oldest = owner_totals_.begin();
+        for (auto it = owner_totals_.begin(); it != owner_totals_.end(); ++it) {
+          if (it->second.last_ns < oldest->second.last_ns) oldest = it;
+        }
+        owner_totals_.erase(oldest);
+      }
+      totals = owner_totals_.emplace(s->owner(), OwnerTotals{}).first;
+    }
+    totals->second.last_ns = s->last_activity_ns();
+    for (const HintedAccess& a : release->consumed) {
+      ++totals->second.consumed[static_cast<size_t>(a.source)];
+    }
+  }
   for (const HintedAccess& a : release->consumed) {
     ReleaseHold(a, Release::kConsumed);
     accuracy_[static_cast<size_t>(a.source)].RecordUsed();
@@ -318,13 +334,34 @@ void TipManager::RunWarmups(int64_t now) {
 void TipManager::OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
                                    uint64_t length, uint64_t file_size, int64_t now) {
   MutexLock lock(&mu_);
-  counters_.bytes_hinted[static_cast<size_t>(ctx.spec_source)] += length;
+  // Only what is neither cached nor coming is worth a hint. A child re-reads what it read before
+  // (a parser seeks back; a garbage-fed one re-reads the same header), and in kernel data-cache
+  // mode the program reads a block from the daemon once, however often it reads it: a hint
+  // repeated is one its reads never consume, holding buffers and the tainted budget.
+  const uint64_t end = offset + length;
+  uint64_t start = offset;
+  {
+    MutexLock table_lock(&cache_->mu_);
+    while (start < end) {
+      const uint64_t index = start / cache_->block_size_;
+      if (cache_->table_.Find(ino, index) == nullptr) break;
+      start = (index + 1) * cache_->block_size_;
+    }
+  }
+  auto stream = streams_.find(ctx.spec_stream);
+  if (start < end && stream != streams_.end() &&
+      stream->second->LastAppendedCovers(ino, start, end - start)) {
+    start = end;  // the same read again before its hint was fetched
+  }
+  counters_.spec_redundant_bytes += std::min(start, end) - offset;
+  if (start >= end) return;
+  counters_.bytes_hinted[static_cast<size_t>(ctx.spec_source)] += end - start;
   if (options_.hints_ignored) return;
   // Named streams (ids from 2^32 up) carry their process in the high half, as fusefs makes them.
   const uint32_t owner = ctx.spec_owner != 0          ? ctx.spec_owner
                          : ctx.spec_stream >> 32 != 0 ? static_cast<uint32_t>(ctx.spec_stream >> 32)
                                                       : static_cast<uint32_t>(ctx.spec_stream);
-  HintSegment segment{ino, offset, length, file_size, ctx.spec_epoch, ctx.spec_source};
+  HintSegment segment{ino, start, end - start, file_size, ctx.spec_epoch, ctx.spec_source};
   if (!AppendHints(ctx.spec_stream, owner, ctx.spec_source, ctx.spec_epoch, {segment}, now).ok()) {
     ++counters_.hints_refused;
   }
@@ -410,6 +447,11 @@ StreamInfo TipManager::QueryStream(uint64_t stream) const {
   MutexLock table_lock(&cache_->mu_);
   StreamInfo info;
   info.cap_bytes = options_.per_process_hint_cap_bytes;
+  // Named streams (ids from 2^32 up) carry their process in the high half.
+  const uint32_t owner = static_cast<uint32_t>(stream >> 32 != 0 ? stream >> 32 : stream);
+  if (auto totals = owner_totals_.find(owner); totals != owner_totals_.end()) {
+    info.owner_consumed = totals->second.consumed;
+  }
   const HintStream* s = nullptr;
   if (auto it = streams_.find(stream); it != streams_.end()) s = it->second.get();
   if (auto it = warmups_.find(stream); s == nullptr && it != warmups_.end()) s = it->second.get();

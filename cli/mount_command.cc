@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,7 @@ struct MountArgs {
   std::string disk_model = "none";
   std::string log_file = "/dev/null";
   std::string rados_timeout = "30s";
+  std::string tainted_budget;  // empty: the cache's default
   std::string metrics_listen;
   std::vector<std::string> dash_o;  // -o key[=value],... (fstab style)
   bool nofail = false;
@@ -172,6 +174,14 @@ std::string ToOptions(MountArgs* args, fusefs::MountOptions* options) {
   if (!timeout.ok()) return "--rados-timeout: " + timeout.status().message();
   if (*timeout <= 0) return "--rados-timeout " + args->rados_timeout + " must be positive";
   options->rados_timeout_ns = *timeout;
+  if (!args->tainted_budget.empty()) {
+    Result<uint64_t> budget = ParseSize(args->tainted_budget);
+    if (!budget.ok()) return "--tainted-hint-budget: " + budget.status().message();
+    options->cache.tainted_hint_budget_bytes = *budget;
+    // The mount-wide budget stays at least eight processes' worth.
+    options->cache.global_tainted_hint_budget_bytes =
+        std::max(options->cache.global_tainted_hint_budget_bytes, 8 * *budget);
+  }
   return "";
 }
 
@@ -272,6 +282,9 @@ Runner AddMountCommand(CLI::App* app) {
   app->add_option("--disk-model", args->disk_model,
                   "Emulated disk timing (see tipfs(8)); default none")
       ->option_text("PROFILE[,KEY=VALUE...]");
+  app->add_option("--tainted-hint-budget", args->tainted_budget,
+                  "Tainted speculative hint bytes one process may have outstanding (default 4M)")
+      ->option_text("SIZE");
   app->add_flag("--allow-other", args->allow_other, "Let users other than the mounter in");
   app->add_option("--log", args->log_file, "Where the background daemon writes its messages")
       ->option_text("FILE");

@@ -56,7 +56,9 @@ int RunRun(const RunArgs& args) {
     if (!mount) return Usage("run", "--mount " + args.mount + ": not a tipfs mount point");
     options.mount = mount->mountpoint;
   }
-  if (!args.wait.empty()) options.wait_for_data = args.wait == "on";
+  if (args.wait == "on") options.wait = spec::WaitPolicy::kAlways;
+  if (args.wait == "off") options.wait = spec::WaitPolicy::kNever;
+  if (args.wait == "learned") options.wait = spec::WaitPolicy::kLearned;
   options.speculate = !args.no_speculation;
   if (args.no_speculation && args.stats) {
     return Usage("run", "--stats counts speculation, which --no-speculation turns off");
@@ -108,10 +110,11 @@ Runner AddRunCommand(CLI::App* app) {
   app->add_option("--mount", args->mount, "Speculate on this tipfs mount only (default: every one)")
       ->option_text("MOUNTPOINT");
   app->add_option("--wait-for-data", args->wait,
-                  "on: the speculating copy waits for data it hinted (follows data dependencies); "
-                  "off: it runs on without it")
-      ->option_text("on|off")
-      ->check(OneOf({"on", "off"}));
+                  "learned (default): the speculating copy waits for data it hinted only where "
+                  "garbage sent earlier copies astray; on: always (follows every data "
+                  "dependency); off: never")
+      ->option_text("learned|on|off")
+      ->check(OneOf({"learned", "on", "off"}));
   app->add_flag("--stats", args->stats,
                 "When the program and every process it started have ended, print the "
                 "speculation counters of them all, summed");

@@ -22,6 +22,7 @@
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "util/clock.h"
+#include "util/durable_file.h"
 #include "util/mount_table.h"
 
 namespace tipfs::fusefs {
@@ -60,6 +61,11 @@ class Session {
     return Status::OK();
   }
 
+  // Drops the kernel's cached attributes of `ino` (attributes only: the pages stay).
+  void InvalidateAttributes(uint64_t ino) {
+    if (session_ != nullptr) (void)fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
+  }
+
   int Loop(uint32_t threads) {
     fuse_loop_config* config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_max_threads(config, threads);
@@ -74,24 +80,6 @@ class Session {
   bool signals_ = false;
   bool mounted_ = false;
 };
-
-// Writes `text` to `path` and makes the file and its name durable.
-Status WriteDurably(const std::string& path, const std::string& text) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("create " + path);
-  bool ok =
-      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
-  int err = errno;
-  close(fd);
-  if (!ok) return ErrnoStatus("write " + path, err);
-  const std::string dir = path.substr(0, path.rfind('/'));
-  int dir_fd = open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoStatus("open " + dir);
-  ok = fsync(dir_fd) == 0;
-  err = errno;
-  close(dir_fd);
-  return ok ? Status::OK() : ErrnoStatus("fsync " + dir, err);
-}
 
 // The pid in `pid_file` when it names a running tipfs daemon other than this process, else 0.
 pid_t LiveDaemon(const std::string& pid_file) {
@@ -295,10 +283,12 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   Session session;
   st = session.Start(&bridge, options, stripe::HomeDir(label));
   if (!st.ok()) return fail(st);
+  // A write that takes set-id bits away must not leave the kernel executing the file with them.
+  fs.SetAttributeListener([&session](Ino ino) { session.InvalidateAttributes(ino); });
 
   // Durable before any request is served: after a power loss it is what tells the next mount
   // to recover (see above).
-  st = WriteDurably(pid_file, std::to_string(getpid()) + "\n");
+  st = WriteFileDurably(pid_file, std::to_string(getpid()) + "\n");
   if (!st.ok()) return fail(st);
   (void)announce(Status::OK());  // the mount is usable
 

@@ -5,12 +5,30 @@
 
 #include <cstdio>
 
+#include "fusefs/permissions.h"
 #include "util/perf_context.h"
 
 namespace tipfs::fusefs {
 
 using meta::Inode;
 using meta::Time;
+
+namespace {
+
+// Set-id bits a write or truncate by an unprivileged caller takes away: S_ISUID, and S_ISGID on a
+// group-executable file (the kernel's should_remove_suid; regular files only).
+bool HasDroppableSetId(const Inode& inode) {
+  return S_ISREG(inode.mode) &&
+         ((inode.mode & S_ISUID) || ((inode.mode & S_ISGID) && (inode.mode & S_IXGRP)));
+}
+
+// Whether `caller` keeps set-id bits when it writes or truncates: CAP_FSETID, or no process at
+// all (Caller::pid 0). Reads /proc, so only asked about files that have such bits.
+bool MayKeepSetId(const Caller& caller) {
+  return caller.pid == 0 || CredentialsOf(caller.uid, caller.gid, caller.pid).fsetid;
+}
+
+}  // namespace
 
 FileSystem::FileSystem(stripe::Volume* volume, meta::MetaStore* meta, cache::FileCache* cache)
     : volume_(volume), meta_(meta), cache_(cache) {}
@@ -63,6 +81,37 @@ Result<Inode> FileSystem::GetAttr(Ino ino) {
 }
 
 Result<Inode> FileSystem::SetAttr(Ino ino, meta::AttrChange change) {
+  Result<Inode> result = ApplyAttrChange(ino, change);
+  if (result.ok()) NoteSetIdBits(*result);
+  return result;
+}
+
+Result<Inode> FileSystem::SetAttr(const Caller& caller, Ino ino, meta::AttrChange change) {
+  if (change.size || change.uid || change.gid) {
+    Result<Inode> inode = meta_->Get(ino);
+    if (!inode.ok()) return inode;
+    if (S_ISREG(inode->mode) && (inode->mode & (S_ISUID | S_ISGID))) {
+      // chown_common: a new owner or group clears S_ISUID whoever asks, and S_ISGID of a
+      // group-executable file; S_ISGID alone stays only for a member of the file's group or a
+      // caller with CAP_FSETID (setattr_should_drop_sgid).
+      if (change.uid || change.gid) {
+        change.clear_setid = true;
+        if ((inode->mode & S_ISGID) && !(inode->mode & S_IXGRP)) {
+          Credentials who = CredentialsOf(caller.uid, caller.gid, caller.pid);
+          if (caller.pid != 0 && !who.fsetid && !InGroup(who, inode->gid)) {
+            change.clear_setgid = true;
+          }
+        }
+      }
+      if (change.size && HasDroppableSetId(*inode) && !MayKeepSetId(caller)) {
+        change.clear_setid = true;
+      }
+    }
+  }
+  return SetAttr(ino, change);
+}
+
+Result<Inode> FileSystem::ApplyAttrChange(Ino ino, meta::AttrChange change) {
   if (!change.size) return meta_->SetAttr(ino, change);
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   ExclusiveLock io_lock(&state->io_mutex);
@@ -70,14 +119,43 @@ Result<Inode> FileSystem::SetAttr(Ino ino, meta::AttrChange change) {
   if (!inode.ok()) return inode;
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "truncate of a directory");
   if (!S_ISREG(inode->mode)) return Status::InvalidArgument("truncate of a special file");
-  Result<Inode> resized = Resize(*inode, *change.size, change.now);
+  Result<Inode> resized = Resize(*inode, *change.size, change.now, change.clear_setid);
   if (!resized.ok()) return resized;
   change.size.reset();
-  if (!change.mode && !change.uid && !change.gid && !change.atime && !change.mtime) return resized;
+  change.clear_setid = false;  // done with the size, in the same batch
+  if (!change.mode && !change.uid && !change.gid && !change.atime && !change.mtime &&
+      !change.clear_setgid) {
+    return resized;
+  }
   return meta_->SetAttr(ino, change);
 }
 
-Result<Inode> FileSystem::Resize(const Inode& inode, uint64_t new_size, Time now) {
+void FileSystem::NoteSetIdBits(const Inode& inode) {
+  if (!HasDroppableSetId(inode)) return;
+  inodes_.State(inode.ino)->may_have_setid.store(true, std::memory_order_release);
+}
+
+Status FileSystem::DropSetIdBeforeWrite(const Caller& caller, Ino ino, InodeState* state) {
+  Result<Inode> inode = meta_->Get(ino);
+  if (!inode.ok()) return inode.status();
+  if (!HasDroppableSetId(*inode)) {
+    state->may_have_setid.store(false, std::memory_order_relaxed);
+    return Status::OK();
+  }
+  if (MayKeepSetId(caller)) return Status::OK();
+  meta::AttrChange change;
+  change.clear_setid = true;
+  change.now = Time::Now();
+  Result<Inode> changed = meta_->SetAttr(ino, change);
+  if (!changed.ok()) return changed.status();
+  state->may_have_setid.store(HasDroppableSetId(*changed), std::memory_order_relaxed);
+  // The kernel may hold the old mode (and would exec the file set-id with it until it asks).
+  if (attribute_listener_) attribute_listener_(ino);
+  return Status::OK();
+}
+
+Result<Inode> FileSystem::Resize(const Inode& inode, uint64_t new_size, Time now,
+                                 bool clear_setid) {
   // Objects change before the metadata: after a crash in between, a shrunk file may read zeros
   // where truncated data was, but a file never exposes bytes it did not own. Growth first cuts
   // the objects at the old size, so that bytes a crash left past the recorded size cannot
@@ -86,6 +164,7 @@ Result<Inode> FileSystem::Resize(const Inode& inode, uint64_t new_size, Time now
   TIPFS_RETURN_IF_ERROR(DataError(cache_->Truncate(inode.ino, inode.size, cut)));
   meta::AttrChange change;
   change.size = new_size;
+  change.clear_setid = clear_setid;
   change.now = now;
   return meta_->SetAttr(inode.ino, change);
 }
@@ -158,7 +237,7 @@ Result<std::string> FileSystem::ReadLink(Ino ino) {
   return meta_->ReadLink(ino);
 }
 
-Result<OpenedFile> FileSystem::Open(Ino ino, int flags) {
+Result<OpenedFile> FileSystem::Open(const Caller& caller, Ino ino, int flags) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
   {
     // Counted open under the inode lock, so a concurrent reclaim either sees this handle or has
@@ -169,12 +248,13 @@ Result<OpenedFile> FileSystem::Open(Ino ino, int flags) {
   Result<Inode> inode = meta_->Get(ino);
   if (inode.ok() && (flags & O_TRUNC) && S_ISREG(inode->mode) && inode->size > 0) {
     ExclusiveLock io_lock(&state->io_mutex);
-    inode = Resize(*inode, 0, Time::Now());
+    inode = Resize(*inode, 0, Time::Now(), HasDroppableSetId(*inode) && !MayKeepSetId(caller));
   }
   if (!inode.ok()) {
     inodes_.Close(ino);
     return inode.status();
   }
+  NoteSetIdBits(*inode);
   return OpenedFile{*inode, next_handle_++};
 }
 
@@ -182,7 +262,7 @@ Result<OpenedFile> FileSystem::Create(const Caller& caller, Ino parent, std::str
                                       uint32_t mode, int flags) {
   Result<Inode> inode = MakeNode(caller, parent, name, S_IFREG | (mode & 07777), 0);
   if (!inode.ok()) return inode.status();
-  Result<OpenedFile> opened = Open(inode->ino, flags & ~O_TRUNC);
+  Result<OpenedFile> opened = Open(caller, inode->ino, flags & ~O_TRUNC);
   if (opened.ok()) return opened;
   // A create that fails leaves no name: the caller got no descriptor and was told it failed.
   Forget(inode->ino, 1);
@@ -231,11 +311,16 @@ void FileSystem::UpdateAtime(const Inode& inode) {
   (void)meta_->SetAttr(inode.ino, change);
 }
 
-Result<size_t> FileSystem::Write(Ino ino, uint64_t offset, const char* data, size_t length) {
+Result<size_t> FileSystem::Write(const Caller& caller, Ino ino, uint64_t offset, const char* data,
+                                 size_t length) {
   if (offset + length < offset || offset + length > uint64_t{INT64_MAX}) {
     return Status::FromErrno(EFBIG, "write past the largest file size");
   }
   std::shared_ptr<InodeState> state = inodes_.State(ino);
+  // One atomic load for every file without set-id bits; the bits go before the data lands.
+  if (state->may_have_setid.load(std::memory_order_acquire)) {
+    TIPFS_RETURN_IF_ERROR(DropSetIdBeforeWrite(caller, ino, state.get()));
+  }
   Status written;
   {
     SharedLock io_lock(&state->io_mutex);

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +35,9 @@ using meta::Ino;
 struct Caller {
   uint32_t uid = 0;
   uint32_t gid = 0;
-  uint32_t pid = 0;  // thread id
+  // Thread id. 0: no process (the daemon itself, or the kernel writing back pages): such a writer
+  // keeps set-id bits, as the kernel's own writeback does.
+  uint32_t pid = 0;
 };
 
 struct OpenedFile {
@@ -55,6 +58,10 @@ class FileSystem {
   void Forget(Ino ino, uint64_t count);
   Result<meta::Inode> GetAttr(Ino ino);
   Result<meta::Inode> SetAttr(Ino ino, meta::AttrChange change);
+  // The same on behalf of `caller`, taking set-id bits away as the kernel does: a truncate by a
+  // caller without CAP_FSETID clears S_ISUID (and S_ISGID when group-executable); a change of
+  // owner or group clears S_ISUID whoever asks, and S_ISGID as setattr_should_drop_sgid does.
+  Result<meta::Inode> SetAttr(const Caller& caller, Ino ino, meta::AttrChange change);
 
   Result<meta::Inode> MakeNode(const Caller& caller, Ino parent, std::string_view name,
                                uint32_t mode, uint64_t rdev, std::string_view symlink_target = {});
@@ -65,14 +72,23 @@ class FileSystem {
                 unsigned flags);
   Result<std::string> ReadLink(Ino ino);
 
-  // open(2) of an existing inode; O_TRUNC truncates.
-  Result<OpenedFile> Open(Ino ino, int flags);
+  // open(2) of an existing inode; O_TRUNC truncates (as `caller`: see SetAttr for set-id bits).
+  Result<OpenedFile> Open(Ino ino, int flags) { return Open(Caller{}, ino, flags); }
+  Result<OpenedFile> Open(const Caller& caller, Ino ino, int flags);
   // Creates and opens a regular file (EEXIST if it exists: the kernel handles O_EXCL).
   Result<OpenedFile> Create(const Caller& caller, Ino parent, std::string_view name, uint32_t mode,
                             int flags);
   Result<size_t> Read(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
                       char* out);
-  Result<size_t> Write(Ino ino, uint64_t offset, const char* data, size_t length);
+  // A write by `caller`: before the data lands, a writer without CAP_FSETID takes S_ISUID away,
+  // and S_ISGID when the file is group-executable (the kernel's should_remove_suid), so no one
+  // can run a set-id program whose bytes another user changed. The 4-argument form writes as the
+  // daemon (Caller{}), which keeps them.
+  Result<size_t> Write(Ino ino, uint64_t offset, const char* data, size_t length) {
+    return Write(Caller{}, ino, offset, data, length);
+  }
+  Result<size_t> Write(const Caller& caller, Ino ino, uint64_t offset, const char* data,
+                       size_t length);
   Status Fsync(Ino ino, bool data_only);
   // The last close of an unlinked file reclaims its data.
   Status Release(Ino ino);
@@ -103,6 +119,12 @@ class FileSystem {
   stripe::Volume* volume() const { return volume_; }
   InodeTable* inodes() { return &inodes_; }
 
+  // Called with an inode whose attributes the daemon changed on its own (a write took set-id bits
+  // away), so that a cached copy elsewhere (the kernel's) is dropped. Set before serving requests.
+  void SetAttributeListener(std::function<void(Ino)> listener) {
+    attribute_listener_ = std::move(listener);
+  }
+
  private:
   // Frees the data and the record of an inode with no links left, unless it is still open.
   Status ReclaimIfUnused(const meta::Inode& inode);
@@ -114,7 +136,14 @@ class FileSystem {
   void UpdateAtime(const meta::Inode& inode);
   static Status DataError(const Status& status);
   // Changes the file's length in the objects and in the metadata, in the crash-safe order.
-  Result<meta::Inode> Resize(const meta::Inode& inode, uint64_t new_size, meta::Time now);
+  // `clear_setid`: take set-id bits away in the same batch (a truncate by an unprivileged caller).
+  Result<meta::Inode> Resize(const meta::Inode& inode, uint64_t new_size, meta::Time now,
+                             bool clear_setid = false);
+  Result<meta::Inode> ApplyAttrChange(Ino ino, meta::AttrChange change);
+  // Remembers whether the inode may have set-id bits (InodeState::may_have_setid).
+  void NoteSetIdBits(const meta::Inode& inode);
+  // Before a write by `caller`: takes the set-id bits away if the writer may not keep them.
+  Status DropSetIdBeforeWrite(const Caller& caller, Ino ino, InodeState* state);
 
   stripe::Volume* const volume_;
   meta::MetaStore* const meta_;
@@ -122,6 +151,7 @@ class FileSystem {
   InodeTable inodes_;
   std::atomic<uint64_t> next_handle_{1};
   AtimeMode atime_mode_ = AtimeMode::kRelatime;  // constant once requests are served
+  std::function<void(Ino)> attribute_listener_;  // set before requests are served
 };
 
 }  // namespace tipfs::fusefs

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fusefs/fuse_guard.h"
 #include "fusefs/hint_ioctls.h"
 #include "fusefs/process_ids.h"
 #include "util/perf_context.h"
@@ -224,7 +225,7 @@ void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
   } else if (to_set & FUSE_SET_ATTR_MTIME) {
     change.mtime = TimeOf(attr->st_mtim);
   }
-  Result<meta::Inode> inode = Fs(req)->SetAttr(ino, change);
+  Result<meta::Inode> inode = Fs(req)->SetAttr(CallerOf(req), ino, change);
   if (!inode.ok()) return ReplyStatus(req, inode.status());
   struct stat st = ToStat(Fs(req), *inode);
   fuse_reply_attr(req, &st, Bridge(req)->options().attr_timeout_seconds);
@@ -332,9 +333,12 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fi->direct_io = 1;
     fi->fh = reinterpret_cast<uint64_t>(handle.release());
     PublishHandle(fi);
-    return (void)fuse_reply_open(req, fi);
+    // The opener is gone (interrupted): no release will come for this handle.
+    if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<FileHandle*>(fi->fh);
+    return;
   }
-  Result<OpenedFile> opened = Fs(req)->Open(ino, fi->flags);
+  FileSystem* fs = Fs(req);  // req is freed by its reply, whether the reply arrives or not
+  Result<OpenedFile> opened = fs->Open(CallerOf(req), ino, fi->flags);
   if (!opened.ok()) return ReplyStatus(req, opened.status());
   auto handle = std::make_unique<FileHandle>();
   handle->ino = ino;
@@ -345,7 +349,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) != 0) {
     // The opener is gone (interrupted): undo the open so the handle count stays true.
     delete reinterpret_cast<FileHandle*>(fi->fh);
-    (void)Fs(req)->Release(ino);
+    UndoAfterFailedReply([&] { (void)fs->Release(ino); });
   }
 }
 
@@ -353,7 +357,8 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               fuse_file_info* fi) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
   if (RefuseInControlDir(req, parent, name)) return;
-  Result<OpenedFile> opened = Fs(req)->Create(CallerOf(req), parent, name, mode, fi->flags);
+  FileSystem* fs = Fs(req);  // req is freed by its reply, whether the reply arrives or not
+  Result<OpenedFile> opened = fs->Create(CallerOf(req), parent, name, mode, fi->flags);
   if (!opened.ok()) return ReplyStatus(req, opened.status());
   auto handle = std::make_unique<FileHandle>();
   handle->ino = opened->inode.ino;
@@ -364,8 +369,11 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   fuse_entry_param e = EntryOf(req, opened->inode);
   if (fuse_reply_create(req, &e, fi) != 0) {
     delete reinterpret_cast<FileHandle*>(fi->fh);
-    (void)Fs(req)->Release(opened->inode.ino);
-    Fs(req)->Forget(opened->inode.ino, 1);
+    const Ino ino = opened->inode.ino;
+    UndoAfterFailedReply([&] {
+      (void)fs->Release(ino);
+      fs->Forget(ino, 1);
+    });
   }
 }
 
@@ -409,7 +417,7 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
     if (!st.ok()) return ReplyStatus(req, st);
     return (void)fuse_reply_write(req, size);
   }
-  Result<size_t> n = Fs(req)->Write(ino, static_cast<uint64_t>(off), buf, size);
+  Result<size_t> n = Fs(req)->Write(CallerOf(req), ino, static_cast<uint64_t>(off), buf, size);
   if (!n.ok()) return ReplyStatus(req, n.status());
   RecordTick(Bridge(req)->statistics(), FUSE_WRITE_OPS);
   RecordTick(Bridge(req)->statistics(), FUSE_WRITE_BYTES, *n);
@@ -475,7 +483,9 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   HandleUse<DirHandle> handle(fi);
+  FileSystem* fs = Fs(req);
   std::vector<char> buffer(size);
+  std::vector<Ino> looked_up;  // readdirplus: the references this reply hands the kernel
   size_t used = 0;
   bool control_dir = ino == ControlFiles::kDirIno;
   for (size_t i = static_cast<size_t>(off); i < handle->entries.size(); ++i) {
@@ -497,20 +507,29 @@ void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
         e.attr.st_ino = entry.ino;
         e.attr.st_mode = entry.type;
       } else {
-        Result<meta::Inode> inode = Fs(req)->GetAttr(entry.ino);
+        Result<meta::Inode> inode = fs->GetAttr(entry.ino);
         if (!inode.ok()) continue;  // removed since opendir
         e = EntryOf(req, *inode);
       }
       needed = fuse_add_direntry_plus(req, buffer.data() + used, remaining, entry.name.c_str(), &e,
                                       static_cast<off_t>(i + 1));
-      // Every entry but "." and ".." hands the kernel a lookup reference, once it fits.
-      if (needed <= remaining && !dots && !control_dir) Fs(req)->inodes()->AddLookups(entry.ino);
+      // Every entry but "." and ".." hands the kernel a lookup reference, once it fits. Counted
+      // before the reply: the kernel may forget an entry as soon as it has the reply.
+      if (needed <= remaining && !dots && !control_dir) {
+        looked_up.push_back(entry.ino);
+        fs->inodes()->AddLookups(entry.ino);
+      }
     }
     if (needed > remaining) break;
     used += needed;
   }
   handle.Done();
-  fuse_reply_buf(req, buffer.data(), used);
+  if (fuse_reply_buf(req, buffer.data(), used) != 0 && !looked_up.empty()) {
+    // The kernel never got these entries, so it will never forget them: take the references back.
+    UndoAfterFailedReply([&] {
+      for (Ino looked : looked_up) fs->Forget(looked, 1);
+    });
+  }
 }
 
 void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -615,7 +634,7 @@ void OnIoctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void*, fuse_file_
 
 // ---- session ----
 
-void OnInit(void* userdata, fuse_conn_info* conn) {
+void OnInit(void* userdata, fuse_conn_info* conn) noexcept {
   auto* bridge = static_cast<FuseBridge*>(userdata);
   // Large requests: one FUSE round trip moves up to 1 MiB, many stripe units at once.
   conn->max_write = 1024 * 1024;
@@ -643,38 +662,38 @@ const fuse_lowlevel_ops* FuseBridge::Operations() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o = {};
     o.init = OnInit;
-    o.lookup = OnLookup;
-    o.forget = OnForget;
-    o.forget_multi = OnForgetMulti;
-    o.getattr = OnGetattr;
-    o.setattr = OnSetattr;
-    o.readlink = OnReadlink;
-    o.mknod = OnMknod;
-    o.mkdir = OnMkdir;
-    o.symlink = OnSymlink;
-    o.link = OnLink;
-    o.unlink = OnUnlink;
-    o.rmdir = OnRmdir;
-    o.rename = OnRename;
-    o.open = OnOpen;
-    o.create = OnCreate;
-    o.read = OnRead;
-    o.write = OnWrite;
-    o.flush = OnFlush;
-    o.release = OnRelease;
-    o.fsync = OnFsync;
-    o.lseek = OnLseek;
-    o.opendir = OnOpendir;
-    o.readdir = OnReaddir;
-    o.readdirplus = OnReaddirplus;
-    o.releasedir = OnReleasedir;
-    o.fsyncdir = OnFsyncdir;
-    o.statfs = OnStatfs;
-    o.setxattr = OnSetxattr;
-    o.getxattr = OnGetxattr;
-    o.listxattr = OnListxattr;
-    o.removexattr = OnRemovexattr;
-    o.ioctl = OnIoctl;
+    o.lookup = GuardedHandler<OnLookup>::Run;
+    o.forget = GuardedHandler<OnForget, true>::Run;
+    o.forget_multi = GuardedHandler<OnForgetMulti, true>::Run;
+    o.getattr = GuardedHandler<OnGetattr>::Run;
+    o.setattr = GuardedHandler<OnSetattr>::Run;
+    o.readlink = GuardedHandler<OnReadlink>::Run;
+    o.mknod = GuardedHandler<OnMknod>::Run;
+    o.mkdir = GuardedHandler<OnMkdir>::Run;
+    o.symlink = GuardedHandler<OnSymlink>::Run;
+    o.link = GuardedHandler<OnLink>::Run;
+    o.unlink = GuardedHandler<OnUnlink>::Run;
+    o.rmdir = GuardedHandler<OnRmdir>::Run;
+    o.rename = GuardedHandler<OnRename>::Run;
+    o.open = GuardedHandler<OnOpen>::Run;
+    o.create = GuardedHandler<OnCreate>::Run;
+    o.read = GuardedHandler<OnRead>::Run;
+    o.write = GuardedHandler<OnWrite>::Run;
+    o.flush = GuardedHandler<OnFlush>::Run;
+    o.release = GuardedHandler<OnRelease>::Run;
+    o.fsync = GuardedHandler<OnFsync>::Run;
+    o.lseek = GuardedHandler<OnLseek>::Run;
+    o.opendir = GuardedHandler<OnOpendir>::Run;
+    o.readdir = GuardedHandler<OnReaddir>::Run;
+    o.readdirplus = GuardedHandler<OnReaddirplus>::Run;
+    o.releasedir = GuardedHandler<OnReleasedir>::Run;
+    o.fsyncdir = GuardedHandler<OnFsyncdir>::Run;
+    o.statfs = GuardedHandler<OnStatfs>::Run;
+    o.setxattr = GuardedHandler<OnSetxattr>::Run;
+    o.getxattr = GuardedHandler<OnGetxattr>::Run;
+    o.listxattr = GuardedHandler<OnListxattr>::Run;
+    o.removexattr = GuardedHandler<OnRemovexattr>::Run;
+    o.ioctl = GuardedHandler<OnIoctl>::Run;
     return o;
   }();
   return &ops;

@@ -311,6 +311,10 @@ Status HintIoctls::Query(const IoctlCaller& caller, const void* in, std::string*
   reply.stream_blocks_consumed = info.blocks_consumed;
   reply.stream_blocks_prefetched = info.blocks_prefetched;
   reply.stream_cap_bytes = info.cap_bytes;
+  reply.stream_exists = info.exists ? 1 : 0;
+  for (size_t i = 0; i < cache::kHintSourceCount; ++i) {
+    reply.process_consumed[i] = info.owner_consumed[i];
+  }
   cache::CacheStats stats = cache_->Stats();
   reply.cache_capacity_bytes = stats.capacity_blocks * stats.block_size;
   reply.cache_block_bytes = stats.block_size;

@@ -8,6 +8,7 @@
 // holding it); InodeState::io_mutex is taken by callers without mu_ held.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -21,6 +22,9 @@ struct InodeState {
   // so a write never lands in an object that a concurrent truncate is shrinking. The outermost
   // lock of the tree: held across one operation's FileCache and MetaStore calls.
   SharedMutex io_mutex;
+  // The file may have S_ISUID or S_ISGID set (seen at open, create or chmod): its writes take the
+  // bits away first, as the kernel does (FileSystem::Write). False means no write needs a look.
+  std::atomic<bool> may_have_setid{false};
 };
 
 class InodeTable {

@@ -1,6 +1,7 @@
 #include "fusefs/permissions.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,11 +26,22 @@ Credentials CredentialsOf(uint32_t uid, uint32_t gid, uint32_t tid) {
   if (n <= 0) return who;
   text.resize(static_cast<size_t>(n));
   size_t pos = text.find("\nGroups:");
-  if (pos == std::string::npos) return who;
-  std::istringstream groups(text.substr(pos + 8, text.find('\n', pos + 1) - pos - 8));
-  gid_t group;
-  while (groups >> group) who.groups.push_back(group);
+  if (pos != std::string::npos) {
+    std::istringstream groups(text.substr(pos + 8, text.find('\n', pos + 1) - pos - 8));
+    gid_t group;
+    while (groups >> group) who.groups.push_back(group);
+  }
+  // "CapEff:\t000001ffffffffff": the effective capabilities, a hex bit mask.
+  pos = text.find("\nCapEff:");
+  if (pos != std::string::npos) {
+    uint64_t effective = std::strtoull(text.c_str() + pos + 8, nullptr, 16);
+    who.fsetid = (effective >> CAP_FSETID) & 1;
+  }
   return who;
+}
+
+bool InGroup(const Credentials& who, uint32_t gid) {
+  return who.gid == gid || std::find(who.groups.begin(), who.groups.end(), gid) != who.groups.end();
 }
 
 bool MayAccess(const meta::Inode& inode, const Credentials& who, int mask) {
@@ -41,8 +53,7 @@ bool MayAccess(const meta::Inode& inode, const Credentials& who, int mask) {
   uint32_t bits;
   if (who.uid == inode.uid) {
     bits = (inode.mode >> 6) & 7;
-  } else if (who.gid == inode.gid ||
-             std::find(who.groups.begin(), who.groups.end(), inode.gid) != who.groups.end()) {
+  } else if (InGroup(who, inode.gid)) {
     bits = (inode.mode >> 3) & 7;
   } else {
     bits = inode.mode & 7;

@@ -17,10 +17,15 @@ struct Credentials {
   uint32_t uid = 0;
   uint32_t gid = 0;
   std::vector<gid_t> groups;  // supplementary
+  bool fsetid = false;        // CAP_FSETID in the effective set: keeps set-id bits on writes
 };
 
-// The credentials of thread `tid` (supplementary groups from /proc/<tid>/status).
+// The credentials of thread `tid` (supplementary groups and capabilities from
+// /proc/<tid>/status; none when it cannot be read).
 Credentials CredentialsOf(uint32_t uid, uint32_t gid, uint32_t tid);
+
+// True when `who` is `gid` or has it as a supplementary group.
+bool InGroup(const Credentials& who, uint32_t gid);
 
 // True when `who` may access `inode` for `mask` (R_OK, W_OK, X_OK bits), by owner, group and
 // other permission bits; root may do anything except execute without any x bit.

@@ -468,6 +468,15 @@ Result<Inode> MetaStore::SetAttr(Ino ino, const AttrChange& change) {
   if (change.size) inode->size = *change.size, inode->mtime = change.now, changed = true;
   if (change.atime) inode->atime = *change.atime, changed = true;
   if (change.mtime) inode->mtime = *change.mtime, changed = true;
+  if (S_ISREG(inode->mode) && (change.clear_setid || change.clear_setgid)) {
+    uint32_t mode = inode->mode;
+    if (change.clear_setid) {
+      mode &= ~uint32_t{S_ISUID};
+      if (mode & S_IXGRP) mode &= ~uint32_t{S_ISGID};
+    }
+    if (change.clear_setgid) mode &= ~uint32_t{S_ISGID};
+    if (mode != inode->mode) inode->mode = mode, changed = true;
+  }
   if (changed) inode->ctime = change.now;
   Inode result = *inode;
   TIPFS_RETURN_IF_ERROR(m.Commit());

@@ -76,6 +76,12 @@ struct AttrChange {
   std::optional<uint64_t> size;  // also sets mtime = now
   std::optional<Time> atime;
   std::optional<Time> mtime;
+  // Set-id bits a write, truncate or chown takes away (regular files only, after `mode`, in the
+  // same batch): `clear_setid` clears S_ISUID, and S_ISGID when group-execute is set (a file
+  // that is not group-executable keeps S_ISGID: it marks mandatory locking, not privilege);
+  // `clear_setgid` clears S_ISGID whatever the group bits.
+  bool clear_setid = false;
+  bool clear_setgid = false;
   Time now;
 };
 

@@ -3,6 +3,7 @@
 // TIPSPEC_MOUNT set); the destructor ends the child and prints the counters if asked.
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,7 @@ TIPSPEC_EXPORT void tipspec_options_init(struct tipspec_options* options) {
   SpecOptions defaults;
   memset(options, 0, sizeof(*options));
   options->version = TIPSPEC_API_VERSION;
-  options->wait_for_data = defaults.wait_auto ? 2 : defaults.wait_for_data ? 1 : 0;
+  options->wait_for_data = TIPSPEC_WAIT_LEARNED;
   options->max_ahead_hints = defaults.max_ahead_hints;
   options->max_ahead_bytes = defaults.max_ahead_bytes;
   options->stall_usec = defaults.stall_usec;
@@ -80,12 +81,23 @@ TIPSPEC_EXPORT int tipspec_start(const struct tipspec_options* options) {
     if (!from_env.ok()) return -from_env.error();
     return StartWith(*from_env);
   }
-  if (options->version != TIPSPEC_API_VERSION) return -EPROTO;
+  // Version 2 changed only the counters (tipspec_query_counters); the options are version 1's.
+  if (options->version != 1 && options->version != TIPSPEC_API_VERSION) return -EPROTO;
   SpecOptions converted;
   converted.mount = options->mount != nullptr ? options->mount : "";
-  if (options->wait_for_data > 2) return -EINVAL;
-  converted.wait_for_data = options->wait_for_data == 1;
-  converted.wait_auto = options->wait_for_data == 2;
+  switch (options->wait_for_data) {
+    case TIPSPEC_WAIT_NEVER:
+      converted.wait = tipfs::spec::WaitPolicy::kNever;
+      break;
+    case TIPSPEC_WAIT_ALWAYS:
+      converted.wait = tipfs::spec::WaitPolicy::kAlways;
+      break;
+    case TIPSPEC_WAIT_LEARNED:
+      converted.wait = tipfs::spec::WaitPolicy::kLearned;
+      break;
+    default:
+      return -EINVAL;
+  }
   converted.max_ahead_hints = options->max_ahead_hints != 0 ? options->max_ahead_hints : 1;
   converted.max_ahead_bytes = options->max_ahead_bytes;
   converted.stall_usec = options->stall_usec;
@@ -109,8 +121,15 @@ TIPSPEC_EXPORT int tipspec_stop(void) {
   return 0;
 }
 
-TIPSPEC_EXPORT int tipspec_query(struct tipspec_counters* counters) {
+TIPSPEC_EXPORT int tipspec_query_counters(struct tipspec_counters* counters, size_t size) {
   if (counters == nullptr) return -EINVAL;
-  Speculator::Instance().Query(counters);
+  struct tipspec_counters all;
+  Speculator::Instance().Query(&all);
+  memcpy(counters, &all, size < sizeof(all) ? size : sizeof(all));
   return 0;
+}
+
+// A program built against version 1 passes a struct that ends at reserved[3].
+TIPSPEC_EXPORT int tipspec_query(struct tipspec_counters* counters) {
+  return tipspec_query_counters(counters, offsetof(struct tipspec_counters, hints_clean));
 }

@@ -20,6 +20,7 @@
 
 #include "speculate/fd_snapshot.h"
 #include "speculate/mount_watch.h"
+#include "speculate/read_site.h"
 #include "speculate/seccomp_filter.h"
 #include "speculate/shared_log.h"
 
@@ -34,7 +35,9 @@ struct ChildConfig {
   uint64_t log_mapping_bytes;
   uint64_t stream;  // the program's tgid: the hint stream the child speaks for
   uint32_t epoch;
-  bool wait_for_data;
+  WaitPolicy wait;
+  const ObjectTable* objects;  // refreshed by the program right before the fork
+  const CriticalSites* sites;  // the program's learned sites at the fork
   pid_t parent_pid;
 };
 

@@ -4,6 +4,8 @@
 // no allocation.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
 
 #include "speculate/child.h"
@@ -23,10 +25,12 @@ struct Desc {
   int64_t dir_pos;  // an inherited directory's position at the fork
   // The descriptor getdents64 and lseek of a directory go to: a private re-open of an inherited
   // directory, or a high duplicate of one the child opened. For a watched file, the one its
-  // reads go to: a private re-open with O_DIRECT (see ReadFd in child_syscalls.cc). -1 until
+  // reads that do not wait go to: a private re-open with O_DIRECT|O_NONBLOCK, and `wait_fd`
+  // the one for reads that wait, with O_DIRECT only (see ReadFd in child_reads.cc). -1 until
   // first needed, kNoPrivateFd when a watched file could not be re-opened. Always at or above
   // State::private_fd_base, the only descriptors the sandbox lets the runtime seek.
   int private_fd;
+  int wait_fd;
   uint32_t refs;
 };
 
@@ -52,7 +56,8 @@ struct State {
   int private_fd_base;
   uint64_t inherited_fds[kMaxFds / 64];  // startup scratch: the descriptors listed at the fork
   bool skip_next_log;                    // the read the program itself is doing at the fork point
-  int16_t fd_desc[kMaxFds];              // desc index + 1; 0 = not known yet
+  bool attach_no_wait;       // attached without waiting (only where no private O_DIRECT fd exists)
+  int16_t fd_desc[kMaxFds];  // desc index + 1; 0 = not known yet
   Desc descs[kMaxDescs];
   char paths[kMaxDescs][MountWatch::kPathMax];  // log mode only
   Region shared_regions[kMaxSharedRegions];
@@ -74,5 +79,14 @@ bool IsPrivateFd(int fd);
 [[noreturn]] void End(EndReason reason, long syscall_nr);
 
 void InstallSigsysHandler();
+
+// The read path (child_reads.cc). `explicit_offset` < 0: read at (and advance) the shadow
+// offset. Each returns what the system call would (a negative errno on failure).
+long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t explicit_offset);
+long SingleRead(long nr, long fd, long buffer, long length, int64_t explicit_offset);
+// The size of a regular file as the child sees it (0 once it opened it with O_TRUNC).
+uint64_t CurrentSize(int fd, const Desc* d);
+// A high private duplicate of `source` (which is closed), or a negative errno.
+long MoveToPrivateFd(long source);
 
 }  // namespace tipfs::spec::child

@@ -1,5 +1,6 @@
-// The speculating child's SIGSYS handler: emulation of every system call the sandbox traps.
-// See child.h for the rules; the hazards (DESIGN.md "speculate/") are named where handled.
+// The speculating child's SIGSYS handler: emulation of every system call the sandbox traps (the
+// reads in child_reads.cc). See child.h for the rules; the hazards (DESIGN.md "speculate/") are
+// named where handled.
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <signal.h>
@@ -26,8 +27,6 @@ bool g_in_child = false;
 
 namespace {
 
-constexpr int64_t kRunAheadPollNanos = 100'000'000;  // re-check the program is alive this often
-
 long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0, long a6 = 0) {
   return RawSyscall(nr, a1, a2, a3, a4, a5, a6);
 }
@@ -45,6 +44,7 @@ Desc* NewDescFor(int fd, bool inherited) {
     d.used = true;
     d.inherited = inherited;
     d.private_fd = -1;
+    d.wait_fd = -1;
     d.dir_pos = 0;
     d.refs = 1;
     g_state.fd_desc[fd] = static_cast<int16_t>(i + 1);
@@ -70,6 +70,7 @@ void ForgetFd(int fd) {
   Desc& d = g_state.descs[index - 1];
   if (--d.refs == 0) {
     if (d.private_fd >= 0) Sys(SYS_close, d.private_fd);
+    if (d.wait_fd >= 0) Sys(SYS_close, d.wait_fd);
     d.used = false;
   }
 }
@@ -77,7 +78,7 @@ void ForgetFd(int fd) {
 bool IsPrivateFd(int fd) {
   if (fd < g_state.private_fd_base) return false;
   for (const Desc& d : g_state.descs) {
-    if (d.used && d.private_fd == fd) return true;
+    if (d.used && (d.private_fd == fd || d.wait_fd == fd)) return true;
   }
   return false;
 }
@@ -103,160 +104,11 @@ void End(EndReason reason, long syscall_nr) {
 
 namespace {
 
-uint64_t CurrentSize(int fd, const Desc* d) {
-  if (d->truncated) return 0;
-  struct stat st;
-  if (Sys(SYS_fstat, fd, reinterpret_cast<long>(&st)) == 0) return st.st_size;
-  return d->facts.size;
-}
-
-// Hazard 2 (bounded run-ahead) and the hint log: wait while too far ahead, then log and hint.
-void LogRead(int fd, Desc* d, uint64_t offset, uint64_t requested) {
-  if (g_state.skip_next_log) {  // the program is doing this very read itself
-    g_state.skip_next_log = false;
-    return;
-  }
-  SharedLog* log = g_state.config.log;
-  while (!log->HasRoom()) {
-    uint32_t seen = log->consumed_seq.load(std::memory_order_acquire);
-    log->child_waiting.store(1, std::memory_order_seq_cst);
-    if (log->HasRoom()) break;
-    FutexWait(&log->consumed_seq, seen, kRunAheadPollNanos);
-    if (Sys(SYS_getppid) != g_state.config.parent_pid) End(EndReason::kParentGone, 0);
-  }
-  log->child_waiting.store(0, std::memory_order_relaxed);
-  uint64_t size = d->facts.size;
-  uint64_t length = offset >= size ? 0 : (requested < size - offset ? requested : size - offset);
-  log->Append(LogEntry{d->facts.dev, d->facts.ino, offset, length});
-  int index = static_cast<int>(d - g_state.descs);
-  const char* path = g_state.config.watch->log_mode() ? g_state.paths[index] : nullptr;
-  g_state.config.sink->OnSpeculativeRead(g_state.config.epoch, d->facts, path, offset, length);
-  if (log->parent_waiting.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&log->appended_seq);
-  (void)fd;
-}
-
-// A read the mount answered with EAGAIN (data not cached, not waited for): like SpecHint, go on
-// with whatever the buffer holds, reporting the length the read would have had.
-long LengthWithoutData(int fd, const Desc* d, uint64_t offset, uint64_t requested) {
-  g_state.config.log->reads_without_data.fetch_add(1, std::memory_order_relaxed);
-  uint64_t size = CurrentSize(fd, d);
-  if (offset >= size) return 0;
-  return static_cast<long>(requested < size - offset ? requested : size - offset);
-}
-
 // /dev/null, zero, full, random and urandom: opened and read without effect on anyone.
 bool IsEmulatedMemoryDevice(dev_t rdev) {
   unsigned minor_number = minor(rdev);
   return major(rdev) == 1 && (minor_number == 3 || minor_number == 5 || minor_number == 7 ||
                               minor_number == 8 || minor_number == 9);
-}
-
-long ReadMemoryDevice(const Desc* d, char* buffer, uint64_t length) {
-  switch (d->facts.rdev_minor) {
-    case 3:  // /dev/null
-      return 0;
-    case 5:  // /dev/zero
-    case 7:  // /dev/full
-      memset(buffer, 0, length);
-      return static_cast<long>(length);
-    case 8:  // /dev/random
-    case 9:  // /dev/urandom
-      return Sys(SYS_getrandom, reinterpret_cast<long>(buffer), length, 0);
-    default:
-      return -EINVAL;
-  }
-}
-
-// A high private duplicate of `source` (closed), or a negative errno.
-long MoveToPrivateFd(long source) {
-  long high = Sys(SYS_fcntl, source, F_DUPFD_CLOEXEC, g_state.private_fd_base);
-  Sys(SYS_close, source);
-  return high;
-}
-
-// Where the child reads a watched file: a private description opened with O_DIRECT, so every
-// read goes to the mount's daemon, which decides (cached: the data; not cached: a hint, and
-// EAGAIN or a wait). Through the kernel page cache, a read of a page the program has in flight
-// would wait in the kernel on the page lock, before the daemon sees it: in `kernel` data-cache
-// mode a child that once caught up with the program could then never pass it. O_DIRECT reads
-// also never fill the page cache (hazard 3). Where O_DIRECT cannot be had, the shared descriptor
-// (pread only, so its offset never moves).
-// (A plain directory in log mode has no such problem, and O_DIRECT there may want alignment.)
-int ReadFd(int fd, Desc* d) {
-  if (!d->facts.watched || d->private_fd == kNoPrivateFd) return fd;
-  if (g_state.config.watch->log_mode()) {
-    d->private_fd = kNoPrivateFd;
-    return fd;
-  }
-  if (d->private_fd >= 0) return d->private_fd;
-  LineBuilder path;
-  path.Add("/proc/self/fd/").Add(static_cast<uint64_t>(fd));
-  long direct = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path.data()),
-                    O_RDONLY | O_DIRECT | O_CLOEXEC);
-  long high = direct >= 0 ? MoveToPrivateFd(direct) : direct;
-  d->private_fd = high >= 0 ? static_cast<int>(high) : kNoPrivateFd;
-  return high >= 0 ? static_cast<int>(high) : fd;
-}
-
-// Hazard 1: a read never moves the shared offset; it is a pread at the shadow offset.
-// `explicit_offset` < 0: read at (and advance) the shadow offset.
-long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t explicit_offset) {
-  Desc* d = DescFor(fd);
-  if (d == nullptr) return -EBADF;
-  uint64_t requested = 0;
-  for (int i = 0; i < iov_count; ++i) requested += iov[i].iov_len;
-  switch (d->facts.kind) {
-    case FdFacts::kMemoryDevice:
-      return iov_count == 1
-                 ? ReadMemoryDevice(d, static_cast<char*>(iov[0].iov_base), iov[0].iov_len)
-                 : 0;
-    case FdFacts::kDirectory:
-      return -EISDIR;
-    case FdFacts::kOther:
-      // A pipe, socket or terminal: reading would take data the program is owed.
-      End(EndReason::kStreamRead, nr);
-    case FdFacts::kRegular:
-      break;
-  }
-  if (d->discard || d->truncated) return 0;
-  uint64_t offset = explicit_offset >= 0 ? static_cast<uint64_t>(explicit_offset) : d->offset;
-  // The read the program was doing when it forked us: the child attached waiting for data, since
-  // the program is fetching exactly these bytes anyway. Garbage here would send the child off
-  // at its very first step (a header it then finds "not recognized").
-  const bool fork_point = d->facts.watched && g_state.skip_next_log;
-  if (d->facts.watched) LogRead(fd, d, offset, requested);
-  int read_fd = ReadFd(fd, d);
-  long result = Sys(SYS_preadv, read_fd, reinterpret_cast<long>(iov), iov_count,
-                    static_cast<long>(offset), 0);
-  if (result == -EINVAL && read_fd != fd) {  // O_DIRECT refused this read: the shared one then
-    Sys(SYS_close, read_fd);
-    d->private_fd = kNoPrivateFd;
-    result =
-        Sys(SYS_preadv, fd, reinterpret_cast<long>(iov), iov_count, static_cast<long>(offset), 0);
-  }
-  if (d->facts.watched && !fork_point) {  // a logged read is done (lockstep waits for that)
-    SharedLog* log = g_state.config.log;
-    log->reads_done.store(log->appended.load(std::memory_order_relaxed), std::memory_order_release);
-    log->reads_done_seq.fetch_add(1, std::memory_order_release);
-    if (log->parent_waiting.load(std::memory_order_seq_cst) != 0) {
-      FutexWakeAll(&log->reads_done_seq);
-    }
-  }
-  if (fork_point && !g_state.config.wait_for_data) {
-    // From here on, data not cached is hinted and not waited for. Should this fail, the child
-    // goes on waiting for data: slower, never wrong.
-    g_state.config.sink->Attach(g_state.config.stream, g_state.config.epoch, false);
-  }
-  if (result == -EAGAIN && d->facts.watched) {
-    result = LengthWithoutData(fd, d, offset, requested);
-  }
-  if (result > 0 && explicit_offset < 0) d->offset += static_cast<uint64_t>(result);
-  return result;
-}
-
-long SingleRead(long nr, long fd, long buffer, long length, int64_t explicit_offset) {
-  struct iovec iov = {reinterpret_cast<void*>(buffer), static_cast<size_t>(length)};
-  return DoRead(nr, static_cast<int>(fd), &iov, 1, explicit_offset);
 }
 
 long SumLengths(const struct iovec* iov, long count) {

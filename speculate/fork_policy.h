@@ -50,9 +50,6 @@ class ForkPolicy {
   uint64_t deferred_backoff() const { return deferred_backoff_; }
   uint64_t deferred_budget() const { return deferred_budget_; }
   uint32_t failures_in_a_row() const { return failures_in_a_row_; }
-  // TIPSPEC_WAIT=auto: whether the next child should wait for data.
-  bool AutoWait() const { return failures_in_a_row_ >= kAutoWaitAfterFailures; }
-  static constexpr uint32_t kAutoWaitAfterFailures = 2;
 
  private:
   ForkPolicyOptions options_;

@@ -101,7 +101,12 @@ Result<std::vector<std::string>> SpeculationEnvironment(const RunOptions& option
   SetVariable(&env, "LD_PRELOAD", preload.empty() ? library : library + ":" + preload);
   SetVariable(&env, "TIPSPEC_AUTOSTART", "1");
   if (!options.mount.empty()) SetVariable(&env, "TIPSPEC_MOUNT", options.mount);
-  if (options.wait_for_data) SetVariable(&env, "TIPSPEC_WAIT", *options.wait_for_data ? "1" : "0");
+  if (options.wait) {
+    SetVariable(&env, "TIPSPEC_WAIT",
+                *options.wait == WaitPolicy::kLearned  ? "learned"
+                : *options.wait == WaitPolicy::kAlways ? "1"
+                                                       : "0");
+  }
   if (options.max_ahead_hints) {
     SetVariable(&env, "TIPSPEC_MAX_AHEAD_HINTS", std::to_string(*options.max_ahead_hints));
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "speculate/options.h"
 #include "util/status.h"
 
 namespace tipfs::spec {
@@ -22,7 +23,7 @@ struct RunOptions {
   // libtipspec.so to preload; empty: FindSpeculationLibrary().
   std::string library_path;
   // Unset: keep the library's defaults (or the caller's TIPSPEC_* environment).
-  std::optional<bool> wait_for_data;        // TIPSPEC_WAIT
+  std::optional<WaitPolicy> wait;           // TIPSPEC_WAIT
   std::optional<uint32_t> max_ahead_hints;  // TIPSPEC_MAX_AHEAD_HINTS
   std::optional<uint64_t> max_ahead_bytes;  // TIPSPEC_MAX_AHEAD_BYTES
   std::optional<uint32_t> stall_usec;       // TIPSPEC_STALL_USEC

@@ -176,12 +176,19 @@ bool HintSink::OwnsFd(int fd) const {
   return false;
 }
 
-long HintSink::Attach(uint64_t stream, uint32_t epoch, bool wait_for_data) const {
-  if (log_mode_) return 0;
+long HintSink::Attach(uint64_t stream, uint32_t epoch, bool wait_for_data, bool tainted) const {
+  if (log_mode_) {
+    if (tainted) {
+      LineBuilder line;
+      line.Add("taint ").Add(epoch).Add("\n");
+      WriteLine(line.data(), line.size());
+    }
+    return 0;
+  }
   struct tipfs_spec_attach attach;
   memset(&attach, 0, sizeof(attach));
   attach.header.version = TIPFS_HINT_VERSION;
-  attach.header.source = TIPFS_SOURCE_SPECULATIVE;
+  attach.header.source = tainted ? TIPFS_SOURCE_SPECULATIVE_TAINTED : TIPFS_SOURCE_SPECULATIVE;
   attach.header.stream = stream;
   attach.header.epoch = epoch;
   attach.wait_for_data = wait_for_data ? 1 : 0;
@@ -202,10 +209,10 @@ void HintSink::OnSpeculativeRead(uint32_t epoch, const FdFacts& facts, const cha
   WriteLine(line.data(), line.size());
 }
 
-void HintSink::Cancel(uint64_t stream, uint32_t epoch) const {
+void HintSink::Cancel(uint64_t stream, uint32_t epoch, bool tainted_only) const {
   if (log_mode_) {
     LineBuilder line;
-    line.Add("cancel ").Add(epoch).Add("\n");
+    line.Add("cancel ").Add(epoch).Add(tainted_only ? " tainted\n" : "\n");
     WriteLine(line.data(), line.size());
     return;
   }
@@ -215,10 +222,28 @@ void HintSink::Cancel(uint64_t stream, uint32_t epoch) const {
   cancel.header.source = TIPFS_SOURCE_SPECULATIVE;
   cancel.header.stream = stream;
   cancel.header.epoch = epoch;
-  cancel.flags = TIPFS_CANCEL_EPOCH;
+  cancel.flags = TIPFS_CANCEL_EPOCH | (tainted_only ? TIPFS_CANCEL_TAINTED : 0);
   for (int i = 0; i < mount_fd_count_; ++i) {
     RawSyscall(SYS_ioctl, mount_fds_[i], TIPFS_IOC_CANCEL, reinterpret_cast<long>(&cancel));
   }
+}
+
+bool HintSink::QueryConsumed(uint64_t stream, uint64_t consumed[5]) const {
+  bool answered = false;
+  for (int i = 0; i < 5; ++i) consumed[i] = 0;
+  for (int m = 0; m < mount_fd_count_; ++m) {
+    struct tipfs_query query;
+    memset(&query, 0, sizeof(query));
+    query.header.version = TIPFS_HINT_VERSION;
+    query.header.stream = stream;
+    if (RawSyscall(SYS_ioctl, mount_fds_[m], TIPFS_IOC_QUERY, reinterpret_cast<long>(&query)) !=
+        0) {
+      continue;
+    }
+    answered = true;
+    for (int i = 0; i < 5; ++i) consumed[i] += query.process_consumed[i];
+  }
+  return answered;
 }
 
 void HintSink::WriteLine(const char* text, size_t length) const {

@@ -66,15 +66,23 @@ class HintSink {
   // are close-on-exec and moved above the program's usual range.
   Status Init(const SpecOptions& options, const MountWatch& watch);
 
-  // Child: declare itself speculating for `stream` (the program's tgid) in `epoch`.
-  // Returns 0 or a negative errno.
-  long Attach(uint64_t stream, uint32_t epoch, bool wait_for_data) const;
+  // Child: declare itself speculating for `stream` (the program's tgid) in `epoch`; `tainted`:
+  // its hints from now on are tainted (it read data it did not get). Returns 0 or a negative
+  // errno. In log mode it writes "taint EPOCH" when `tainted`.
+  long Attach(uint64_t stream, uint32_t epoch, bool wait_for_data, bool tainted = false) const;
   // Child: one speculative read of a watched file. In mount mode the attached read itself is the
   // hint, so this only writes the log line in log mode.
   void OnSpeculativeRead(uint32_t epoch, const FdFacts& facts, const char* path, uint64_t offset,
                          uint64_t length) const;
-  // Program: drop every hint of `epoch` (speculation went off track or stopped).
-  void Cancel(uint64_t stream, uint32_t epoch) const;
+  // Program: drop every hint of `epoch` (speculation went off track or stopped), or with
+  // `tainted_only` its tainted ones (the child ended: its clean hints are what the program will
+  // read). Log mode: "cancel EPOCH" or "cancel EPOCH tainted".
+  void Cancel(uint64_t stream, uint32_t epoch, bool tainted_only = false) const;
+
+  // Program: the mount's count of hinted blocks the owner of `stream` consumed, by source (enum
+  // tipfs_hint_source), summed over the watched mounts. False in log mode or when no mount
+  // answers.
+  bool QueryConsumed(uint64_t stream, uint64_t consumed[5]) const;
 
   int log_fd() const { return log_fd_; }
   bool OwnsFd(int fd) const;

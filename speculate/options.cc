@@ -53,12 +53,27 @@ Result<SpecOptions> OptionsFromEnvironment(
     return (value != nullptr && value[0] != '\0') ? value : nullptr;
   };
   if (const char* v = get("TIPSPEC_MOUNT")) options.mount = v;
-  if (const char* v = get("TIPSPEC_WAIT"); v != nullptr && std::string(v) == "auto") {
-    options.wait_auto = true;
-  } else if (v != nullptr) {
-    Result<bool> flag = ParseFlag("TIPSPEC_WAIT", v);
+  if (const char* v = get("TIPSPEC_WAIT")) {
+    std::string text = v;
+    if (text == "learned" || text == "auto") {
+      options.wait = WaitPolicy::kLearned;
+    } else {
+      Result<bool> flag = ParseFlag("TIPSPEC_WAIT", v);
+      if (!flag.ok()) {
+        return Status::InvalidArgument("TIPSPEC_WAIT must be learned, 0 or 1, not '" + text + "'");
+      }
+      options.wait = *flag ? WaitPolicy::kAlways : WaitPolicy::kNever;
+    }
+  }
+  if (const char* v = get("TIPSPEC_LEARN")) {
+    Result<bool> flag = ParseFlag("TIPSPEC_LEARN", v);
     if (!flag.ok()) return flag.status();
-    options.wait_for_data = *flag;
+    options.learn = *flag;
+  }
+  if (const char* v = get("TIPSPEC_MAX_TAINTED_BYTES")) {
+    Result<uint64_t> size = ParseSize(v);
+    if (!size.ok()) return size.status().WithContext("TIPSPEC_MAX_TAINTED_BYTES");
+    options.max_tainted_bytes = *size;
   }
   if (const char* v = get("TIPSPEC_MAX_AHEAD_HINTS")) {
     Result<uint32_t> count = ParseCount("TIPSPEC_MAX_AHEAD_HINTS", v);

@@ -11,17 +11,32 @@
 
 namespace tipfs::spec {
 
+// Which of the child's reads of data not cached wait for it (TIPSPEC_WAIT). Every child waits at
+// the read it was forked at: the program is fetching those bytes anyway.
+enum class WaitPolicy : uint8_t {
+  kNever,    // 0: SpecHint's way, on with whatever the buffer holds
+  kAlways,   // 1: follow every true data dependency, one read at a time
+  kLearned,  // learned (the default): wait at the read sites learned to be data-critical
+};
+
 struct SpecOptions {
   // TIPSPEC_MOUNT: the mount whose files are speculated on. Empty: every mounted tipfs file
   // system (type fuse.tipfs in /proc/self/mountinfo).
   std::string mount;
-  // TIPSPEC_WAIT=0|1|auto (default 0, the best measured: bench/spec/README.md): 1 = the child's
-  // reads of uncached data wait for the data (follows true data dependencies); 0 = they return
-  // at once without it (covers more ground); auto = 0, but after kAutoWaitAfterFailures children
-  // in a row whose hints were never used (typically: garbage in place of data sent them off, see
-  // fork_policy.h), the next ones wait, until one is useful again.
-  bool wait_for_data = false;
-  bool wait_auto = false;
+  // TIPSPEC_WAIT=learned|0|1 (default learned; `auto` is a synonym): which of the child's reads
+  // of data not cached wait for it. learned: only reads from call sites where a child that read
+  // garbage ended or went off track soon after (data-critical sites, learned in this run and
+  // kept per program between runs: site_store.h); 0: none (the child covers more ground, on
+  // garbage); 1: all (it follows every true data dependency, one read at a time).
+  WaitPolicy wait = WaitPolicy::kLearned;
+  // TIPSPEC_LEARN=0|1 (default 1): load the sites learned in earlier runs of the program at start
+  // and save what this run learned at exit (in the state directory, see state_dir.h). 0: learn
+  // for this run only.
+  bool learn = true;
+  // TIPSPEC_MAX_TAINTED_BYTES (default 4M, K/M/G suffixes): once a child has read data it did not
+  // get, it pauses while this many bytes it logged since are not yet consumed by the program:
+  // the mount's tainted budget per process (tipfs(8)), which trims anything beyond it anyway.
+  uint64_t max_tainted_bytes = 4ull << 20;
   // TIPSPEC_MAX_AHEAD_HINTS (default 512): the child pauses when this many logged reads are not
   // yet consumed by the program. Clamped to the log capacity.
   uint32_t max_ahead_hints = 512;

@@ -32,9 +32,15 @@ const char* EndReasonName(EndReason reason) {
   return "unknown";
 }
 
-void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes) {
+void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes, uint64_t max_tainted) {
   max_ahead_hints = max_hints == 0 ? 1 : (max_hints >= kCapacity ? kCapacity - 1 : max_hints);
   max_ahead_bytes = max_bytes;
+  max_tainted_bytes = max_tainted;
+  without_data_at.store(0);
+  without_data_site.store(0);
+  clean_bytes.store(0);
+  tainted_appended.store(0);
+  waits_at_sites.store(0);
   ended.store(0);
   end_reason.store(0);
   end_syscall.store(0);
@@ -56,9 +62,20 @@ bool SharedLog::HasRoom() const {
   uint64_t written = appended.load(std::memory_order_relaxed);
   if (written == done) return true;
   if (written - done >= max_ahead_hints) return false;
-  uint64_t bytes_ahead = bytes_appended.load(std::memory_order_relaxed) -
-                         bytes_consumed.load(std::memory_order_acquire);
-  return bytes_ahead < max_ahead_bytes;
+  const uint64_t appended_bytes = bytes_appended.load(std::memory_order_relaxed);
+  const uint64_t consumed_bytes = bytes_consumed.load(std::memory_order_acquire);
+  if (appended_bytes - consumed_bytes >= max_ahead_bytes) return false;
+  if (!tainted()) return true;
+  // Tainted bytes ahead: logged after the first tainted entry and not yet consumed.
+  const uint64_t clean = clean_bytes.load(std::memory_order_relaxed);
+  const uint64_t tainted_start = consumed_bytes > clean ? consumed_bytes : clean;
+  return appended_bytes - tainted_start < max_tainted_bytes;
+}
+
+void SharedLog::MarkTainted(uint64_t index, uint64_t site, uint64_t clean_logged) {
+  clean_bytes.store(clean_logged, std::memory_order_relaxed);
+  without_data_site.store(site, std::memory_order_relaxed);
+  without_data_at.store(index + 1, std::memory_order_release);
 }
 
 void SharedLog::Append(const LogEntry& entry) {

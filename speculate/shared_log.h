@@ -2,7 +2,10 @@
 // hint log). It lives in a MAP_SHARED|MAP_ANONYMOUS mapping created before the child is forked.
 //
 // One writer (the child appends each read of a watched file), one reader (the program's
-// speculating thread matches each of its real reads against the next entry). Entries are
+// speculating thread matches each of its real reads against the next entry). The child's reads up
+// to and including its first read answered without data are clean; later ones are tainted, and
+// the child pauses when its tainted bytes ahead of the program reach max_tainted_bytes (the
+// mount's tainted budget: what it hints beyond would be trimmed anyway). Entries are
 // published with release stores of `appended` and read after acquire loads, so no lock is
 // needed; the futex words let either side sleep: the child when it is too far ahead (bounded
 // run-ahead), the parent in lockstep mode when the log is behind. Async-signal-safe: the child
@@ -42,7 +45,7 @@ struct SharedLog {
   static constexpr uint32_t kCapacity = 4096;
 
   // Parent, before forking a child. REQUIRES: no child is running.
-  void Reset(uint32_t max_hints, uint64_t max_bytes);
+  void Reset(uint32_t max_hints, uint64_t max_bytes, uint64_t max_tainted);
 
   // Child: true when one more entry keeps the child within its run-ahead bound. An entry is
   // always allowed when nothing is outstanding, so a single huge read cannot stall the child.
@@ -60,6 +63,13 @@ struct SharedLog {
   // Set by the parent before the fork, constant while the child runs.
   uint32_t max_ahead_hints;
   uint64_t max_ahead_bytes;
+  uint64_t max_tainted_bytes;
+
+  // Child: its first read answered without data was logged as entry `index` (0-based), from
+  // read site `site`; `clean_logged` bytes were logged up to and including it. Later entries
+  // are tainted.
+  void MarkTainted(uint64_t index, uint64_t site, uint64_t clean_logged);
+  bool tainted() const { return without_data_at.load(std::memory_order_acquire) != 0; }
 
   std::atomic<uint32_t> ended;  // 1 once the child stopped speculating
   std::atomic<uint32_t> end_reason;
@@ -73,6 +83,14 @@ struct SharedLog {
   std::atomic<uint64_t> bytes_appended;
   std::atomic<uint64_t> bytes_consumed;
   std::atomic<uint64_t> reads_without_data;  // child reads answered EAGAIN by the mount
+  // 1 + the index of the child's first read answered without data (0: none yet), its read site,
+  // and the bytes logged before the first tainted entry (what counts against max_tainted_bytes
+  // is what was logged after).
+  std::atomic<uint64_t> without_data_at;
+  std::atomic<uint64_t> without_data_site;
+  std::atomic<uint64_t> clean_bytes;
+  std::atomic<uint64_t> tainted_appended;  // entries logged after the first without data
+  std::atomic<uint64_t> waits_at_sites;    // reads the child waited for at learned sites
   // Lockstep only: logged reads the child has made (its read returned), and a futex word that
   // changes with it, so the program can do its own read only after the child's.
   std::atomic<uint64_t> reads_done;

@@ -18,6 +18,7 @@
 
 #include "speculate/child.h"
 #include "speculate/raw_syscall.h"
+#include "speculate/site_store.h"
 
 namespace tipfs::spec {
 
@@ -33,6 +34,10 @@ constexpr int kLockstepMaxPolls = 100;  // a child silent for ~10 s is declared 
 constexpr int64_t kFaultNanos = 2000;
 // How often (in reads behind) the program looks whether a silent child has died.
 constexpr size_t kDeathCheckInterval = 8;
+// "Soon after" its first read without data: a child that logged at most this many reads after it
+// and then ended (before the program's next read) or went off track had its path changed by the
+// garbage; one that went on longer was not stopped by it (grep, tar: the bytes do not steer them).
+constexpr uint64_t kSoonReads = 16;
 
 int64_t NowNanos() {
   struct timespec ts;
@@ -54,15 +59,6 @@ pid_t WaitChild(pid_t pid, int* status, int flags) {
     if (r >= 0 || errno != EINTR) return r;
   }
 }
-
-class Locked {
- public:
-  explicit Locked(pthread_mutex_t* mu) : mu_(mu) { pthread_mutex_lock(mu_); }
-  ~Locked() { pthread_mutex_unlock(mu_); }
-
- private:
-  pthread_mutex_t* mu_;
-};
 
 }  // namespace
 
@@ -109,6 +105,18 @@ Status Speculator::Start(const SpecOptions& options) {
   policy_.Start(NowNanos());
   faults_charged_ = -1;
   stream_ = static_cast<uint64_t>(getpid());
+  // Read sites: the unwinder initialises itself here, not in a sandboxed child.
+  WarmUpUnwinder();
+  objects_.Refresh();
+  program_key_ = ProgramKey(objects_.main_id(), OwnArguments());
+  sites_.Clear();
+  sites_learned_ = 0;
+  if (options_.learn && options_.wait == WaitPolicy::kLearned) {
+    (void)SiteStore(program_key_).Load(&sites_);  // nothing stored yet is the usual first run
+  }
+  sites_known_ = sites_.size();
+  sites_unsaved_ = false;
+  fork_at_next_read_ = false;
   disabled_after_failure_.store(false);
   started_.store(true);
   active_.store(true);
@@ -139,6 +147,7 @@ void Speculator::Stop() {
   Locked lock(&mu_);
   if (child_pid_ > 0) EndChild(StopCause::kStop);
   ReapKilledChildren(/*wait=*/true);
+  SaveLearnedSites();
   active_.store(false);
   started_.store(false);
 }
@@ -236,7 +245,7 @@ void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) 
   if (owed_count_ == 0) {
     MatchResult match = log_->MatchNext(dev, ino, offset);
     if (match == MatchResult::kMatched) {
-      ++counters_.hints_consumed;
+      ++counters_.reads_on_track;
       Consumed();
       return;
     }
@@ -274,7 +283,7 @@ void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
   while (child_pid_ > 0) {
     MatchResult match = log_->MatchNext(dev, ino, offset);
     if (match == MatchResult::kMatched) {
-      ++counters_.hints_consumed;
+      ++counters_.reads_on_track;
       Consumed();
       WaitForChildsRead(log_->consumed.load());
       return;
@@ -329,18 +338,45 @@ void Speculator::WaitForChildsRead(uint64_t entries) {
 // The first child too waits for a stall: a program whose reads all hit the cache never forks.
 bool Speculator::MayFork() const {
   return !disabled_after_failure_.load(std::memory_order_relaxed) &&
-         policy_.Stalled(last_read_nanos_);
-}
-
-bool Speculator::ChildWaits() {
-  bool waits = options_.wait_for_data || (options_.wait_auto && policy_.AutoWait());
-  if (waits) ++children_waiting_;
-  return waits;
+         (fork_at_next_read_ || policy_.Stalled(last_read_nanos_));
 }
 
 bool Speculator::ForkDue() {
   if (!MayFork()) return false;
-  return policy_.ForkNow(NowNanos());
+  if (!policy_.ForkNow(NowNanos())) return false;
+  if (fork_at_next_read_ && !policy_.Stalled(last_read_nanos_)) ++counters_.forks_at_once;
+  fork_at_next_read_ = false;
+  return true;
+}
+
+void Speculator::LearnFrom(StopCause cause) {
+  if (options_.wait != WaitPolicy::kLearned) return;
+  const uint64_t first_without_data = log_->without_data_at.load(std::memory_order_acquire);
+  if (first_without_data == 0) return;  // it never read garbage
+  // The entry it went astray at: the program's read that did not match it, or, for a child that
+  // ended before the program's next read, one past its last.
+  uint64_t astray;
+  if (cause == StopCause::kMismatch) {
+    astray = log_->consumed.load(std::memory_order_relaxed);
+  } else if (cause == StopCause::kChildEnded) {
+    astray = log_->appended.load(std::memory_order_acquire);
+  } else {
+    return;  // behind, stopped, exec: nothing the data did
+  }
+  // Entries [first_without_data, astray) were logged after the read without data.
+  if (astray < first_without_data || astray - first_without_data > kSoonReads) return;
+  const size_t before = sites_.size();
+  sites_.Insert(log_->without_data_site.load(std::memory_order_relaxed));
+  if (sites_.size() > before) {
+    ++sites_learned_;
+    sites_unsaved_ = true;
+  }
+}
+
+void Speculator::SaveLearnedSites() {
+  if (!sites_unsaved_ || !options_.learn) return;
+  (void)SiteStore(program_key_).Save(sites_);  // the next run learns again if this fails
+  sites_unsaved_ = false;
 }
 
 void Speculator::ChargeFaults() {
@@ -368,11 +404,13 @@ void Speculator::Fork() {
   ChargeFaults();  // the faults since the last fork: that fork's copy-on-write aftermath
   slot_ = slot;
   log_ = slots_[slot].log;
-  log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes);
+  log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes, options_.max_tainted_bytes);
   ++epoch_;
   snapshot_->Take(sink_);
-  ChildConfig config{&watch_,           &sink_,  &filter_, snapshot_,    log_,
-                     sizeof(SharedLog), stream_, epoch_,   ChildWaits(), getpid()};
+  objects_.Refresh();  // objects dlopen'ed since: their read sites get their build-ids
+  if (options_.wait == WaitPolicy::kAlways) ++children_waiting_;
+  ChildConfig config{&watch_, &sink_, &filter_,      snapshot_, log_,    sizeof(SharedLog),
+                     stream_, epoch_, options_.wait, &objects_, &sites_, getpid()};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -390,7 +428,7 @@ void Speculator::Fork() {
   ++counters_.forks;
   // The program goes on at once: the child sets itself up at idle priority, and a child that
   // cannot is counted (start_failures) and turns speculation off when it is reaped.
-  slots_[slot] = LogSlot{log_, static_cast<pid_t>(pid), epoch_};
+  slots_[slot] = LogSlot{log_, static_cast<pid_t>(pid), epoch_, false};
   child_pid_ = static_cast<pid_t>(pid);
   child_consumed_ = 0;
   owed_head_ = owed_count_ = 0;
@@ -401,6 +439,9 @@ void Speculator::Fork() {
 void Speculator::RecordChildExit(int slot, int wait_status) {
   const SharedLog* log = slots_[slot].log;
   counters_.hints_issued += log->appended.load();
+  counters_.hints_tainted += log->tainted_appended.load();
+  counters_.hints_clean += log->appended.load() - log->tainted_appended.load();
+  counters_.waits_at_sites += log->waits_at_sites.load();
   counters_.hint_bytes_issued += log->bytes_appended.load();
   counters_.hint_bytes_consumed += log->bytes_consumed.load();
   counters_.reads_without_data += log->reads_without_data.load();
@@ -445,7 +486,9 @@ void Speculator::ReapKilledChildren(bool wait) {
     RecordChildExit(i, status);
     // Reads it had in flight when it was killed may have hinted after the first cancel (if it
     // logged none, it hinted none but the read it was forked at, which the program has done).
-    if (slots_[i].log->appended.load() > 0) sink_.Cancel(stream_, slots_[i].epoch);
+    if (slots_[i].log->appended.load() > 0) {
+      sink_.Cancel(stream_, slots_[i].epoch, /*tainted_only=*/slots_[i].keep_clean);
+    }
     slots_[i].child = 0;
   }
 }
@@ -461,8 +504,16 @@ void Speculator::EndChild(StopCause cause, const int* reaped_status) {
   child_running_.store(false, std::memory_order_relaxed);
   owed_head_ = owed_count_ = 0;
   if (pid <= 0) return;
+  LearnFrom(cause);
   policy_.ChildEnded(child_consumed_);
+  // A child whose hints the program used ended: the next one goes at the next read, so that a
+  // loop of open-read-parse keeps the next file in flight.
+  fork_at_next_read_ = child_consumed_ > 0 && cause == StopCause::kChildEnded;
   child_consumed_ = 0;
+  // A child that ended by itself leaves its clean hints (made on real data: the program will
+  // read them); one that went off track, fell behind or was stopped leaves none.
+  const bool keep_clean = cause == StopCause::kChildEnded;
+  slots_[slot_].keep_clean = keep_clean;
   int status = 0;
   if (reaped_status != nullptr) {
     RecordChildExit(slot_, *reaped_status);
@@ -481,7 +532,7 @@ void Speculator::EndChild(StopCause cause, const int* reaped_status) {
   // A child that logged nothing hinted nothing the program has not read (the read it was forked
   // at): no round trip to the mount. If it logs something before the kill takes, the cancel at
   // its reaping covers it.
-  if (log_->appended.load() > 0) sink_.Cancel(stream_, epoch_);
+  if (log_->appended.load() > 0) sink_.Cancel(stream_, epoch_, /*tainted_only=*/keep_clean);
   policy_.Charge(NowNanos() - start);
 }
 
@@ -491,6 +542,7 @@ void Speculator::BeforeExec() {
     Locked lock(&mu_);
     if (child_pid_ > 0) EndChild(StopCause::kExec);
     ReapKilledChildren(/*wait=*/true);  // none may outlive the image it speculates on
+    SaveLearnedSites();
   }
   PrintStatsIfAsked();
 }
@@ -514,68 +566,12 @@ void Speculator::AfterForkInChild() {
   forks_without_slot_ = 0;
   children_waiting_ = 0;
   child_consumed_ = 0;
+  // The sites stay (same binaries); saving them is the parent's business.
+  sites_known_ = sites_.size();
+  sites_learned_ = 0;
+  sites_unsaved_ = false;
+  fork_at_next_read_ = false;
   owed_head_ = owed_count_ = 0;
-}
-
-void Speculator::Query(tipspec_counters* out) {
-  Locked lock(&mu_);
-  *out = counters_;
-  if (child_pid_ > 0) {  // include the running child's work so far
-    out->hints_issued += log_->appended.load();
-    out->hint_bytes_issued += log_->bytes_appended.load();
-    out->hint_bytes_consumed += log_->bytes_consumed.load();
-    out->reads_without_data += log_->reads_without_data.load();
-  }
-  out->epoch = epoch_;
-  out->active = active() ? 1 : 0;
-  out->forks_deferred =
-      policy_.deferred_backoff() + policy_.deferred_budget() + forks_without_slot_;
-  out->overhead_nanos = static_cast<uint64_t>(policy_.overhead_nanos());
-  out->children_waiting = children_waiting_;
-}
-
-void Speculator::PrintStatsIfAsked() {
-  if (!options_.print_stats || InSpeculativeChild()) return;
-  tipspec_counters c;
-  Query(&c);
-  char text[2048];
-  int n = snprintf(
-      text, sizeof(text),
-      "tipspec.pid %d\ntipspec.reads_checked %llu\ntipspec.hints_issued %llu\n"
-      "tipspec.hint_bytes_issued %llu\ntipspec.hints_consumed %llu\n"
-      "tipspec.reads_without_data %llu\ntipspec.forks %llu\ntipspec.restarts %llu\n"
-      "tipspec.offtrack_mismatch %llu\ntipspec.offtrack_behind %llu\n"
-      "tipspec.child_ended_program_exit %llu\ntipspec.child_ended_forbidden %llu\n"
-      "tipspec.child_ended_stream_read %llu\ntipspec.child_ended_shared_write %llu\n"
-      "tipspec.child_ended_signal %llu\ntipspec.child_killed_by_sandbox %llu\n"
-      "tipspec.child_died_by_signal %llu\ntipspec.start_failures %llu\n"
-      "tipspec.last_forbidden_syscall %llu\ntipspec.epoch %u\n"
-      "tipspec.hint_bytes_consumed %llu\ntipspec.reads_behind %llu\n"
-      "tipspec.forks_deferred %llu\ntipspec.overhead_nanos %llu\n"
-      "tipspec.children_waiting %llu\n",
-      static_cast<int>(getpid()), (unsigned long long)c.reads_checked,
-      (unsigned long long)c.hints_issued, (unsigned long long)c.hint_bytes_issued,
-      (unsigned long long)c.hints_consumed, (unsigned long long)c.reads_without_data,
-      (unsigned long long)c.forks, (unsigned long long)c.restarts,
-      (unsigned long long)c.offtrack_mismatch, (unsigned long long)c.offtrack_behind,
-      (unsigned long long)c.child_ended_program_exit, (unsigned long long)c.child_ended_forbidden,
-      (unsigned long long)c.child_ended_stream_read, (unsigned long long)c.child_ended_shared_write,
-      (unsigned long long)c.child_ended_signal, (unsigned long long)c.child_killed_by_sandbox,
-      (unsigned long long)c.child_died_by_signal, (unsigned long long)c.start_failures,
-      (unsigned long long)c.last_forbidden_syscall, c.epoch,
-      (unsigned long long)c.hint_bytes_consumed, (unsigned long long)c.reads_behind,
-      (unsigned long long)c.forks_deferred, (unsigned long long)c.overhead_nanos,
-      (unsigned long long)c.children_waiting);
-  if (n <= 0) return;
-  size_t length = static_cast<size_t>(n) < sizeof(text) ? n : sizeof(text) - 1;
-  int fd = 2;
-  if (!options_.stats_file.empty()) {
-    fd = open(options_.stats_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return;
-  }
-  ssize_t ignored = write(fd, text, length);
-  (void)ignored;
-  if (fd != 2) close(fd);
 }
 
 }  // namespace tipfs::spec

@@ -20,11 +20,25 @@
 #include "speculate/fork_policy.h"
 #include "speculate/mount_watch.h"
 #include "speculate/options.h"
+#include "speculate/read_site.h"
 #include "speculate/seccomp_filter.h"
 #include "speculate/shared_log.h"
 #include "tipfs/spec.h"
 
 namespace tipfs::spec {
+
+// Holds a pthread mutex for a scope (the Speculator's lock must be a plain pthread mutex: it is
+// re-initialised in the program's own fork children, see AfterForkInChild).
+class Locked {
+ public:
+  explicit Locked(pthread_mutex_t* mu) : mu_(mu) { pthread_mutex_lock(mu_); }
+  ~Locked() { pthread_mutex_unlock(mu_); }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  pthread_mutex_t* mu_;
+};
 
 class Speculator {
  public:
@@ -105,8 +119,14 @@ class Speculator {
   bool MayFork() const;
   // REQUIRES: mu_ held. A fork opportunity: the policy's decision (counts deferrals).
   bool ForkDue();
-  // REQUIRES: mu_ held. Whether the child about to be forked waits for data (the wait policy).
-  bool ChildWaits();
+  // REQUIRES: mu_ held. The running child ends (`cause`): when it went astray soon after its
+  // first read of data it did not get, that read's site is data-critical from now on.
+  void LearnFrom(StopCause cause);
+  // Stores the sites learned in this run with those of earlier runs (TIPSPEC_LEARN).
+  void SaveLearnedSites();
+  // The mount's count of the hinted blocks this process consumed, by source (all zero in log
+  // mode or when the mount cannot say).
+  void QueryMount(tipspec_counters* out) const;
   // REQUIRES: mu_ held. Charges the minor faults since the last call (copy-on-write after forks).
   void ChargeFaults();
   bool InProgramProcess() const;
@@ -150,6 +170,7 @@ class Speculator {
     SharedLog* log = nullptr;
     pid_t child = 0;  // 0: free
     uint32_t epoch = 0;
+    bool keep_clean = false;  // the child ended by itself: its clean hints stay at its reaping
   };
   LogSlot slots_[kLogSlots];
   int slot_ = -1;             // the running (or last forked) child's
@@ -162,7 +183,17 @@ class Speculator {
   uint64_t child_consumed_ = 0;      // hints of the running child the program used
   long faults_charged_ = -1;         // minor faults counted so far; -1 before the first fork
   uint64_t forks_without_slot_ = 0;  // fork chances skipped: every log held by a dying child
-  uint64_t children_waiting_ = 0;    // children forked waiting for data
+  uint64_t children_waiting_ = 0;    // children forked waiting for every read
+  // Read sites (read_site.h): the loaded objects (refreshed before each fork) and the sites
+  // learned to be data-critical, in this run and (TIPSPEC_LEARN) earlier ones of this program.
+  ObjectTable objects_;
+  CriticalSites sites_;
+  uint64_t program_key_ = 0;
+  uint64_t sites_known_ = 0;    // at start (earlier runs)
+  uint64_t sites_learned_ = 0;  // in this run
+  bool sites_unsaved_ = false;
+  // The last child was useful: fork the next one at the next read, stall or not.
+  bool fork_at_next_read_ = false;
   // Reads the program did before the running child logged them, oldest first (a ring).
   std::vector<OwedRead> owed_;
   size_t owed_head_ = 0;

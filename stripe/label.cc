@@ -1,8 +1,8 @@
 // Label encoding and the label's home on each kind of disk.
 //
 // The label is a small text, one key=value per line, ending with a checksum line that covers
-// every byte before it (FNV-1a 64, Fowler/Noll/Vo: offset basis 14695981039346656037, prime
-// 1099511628211), so a flipped byte or a truncated label reads as corruption:
+// every byte before it (FNV-1a 64, util/fnv1a.h), so a flipped byte or a truncated label reads
+// as corruption:
 //   # tipfs volume label: do not edit, the checksum covers every line above it
 //   format_version=2
 //   uuid=6f1c...
@@ -27,6 +27,8 @@
 #include "stripe/disk_name.h"
 #include "stripe/layout.h"
 #include "stripe/rados_cluster.h"
+#include "util/durable_file.h"
+#include "util/fnv1a.h"
 
 namespace tipfs::stripe {
 
@@ -35,15 +37,6 @@ namespace {
 constexpr char kHeader[] =
     "# tipfs volume label: do not edit, the checksum covers every line above it";
 constexpr size_t kMaxLabelBytes = 64 * 1024;
-
-uint64_t Fnv1a64(const char* data, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(data[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 bool ParseU32(const std::string& s, uint32_t* out) {
   if (s.empty() || s.size() > 10) return false;
@@ -133,7 +126,7 @@ std::string SerializeLabel(const Label& label) {
     }
   }
   char sum[40];
-  std::snprintf(sum, sizeof(sum), "checksum=fnv1a64:%016" PRIx64 "\n", Fnv1a64(s.data(), s.size()));
+  std::snprintf(sum, sizeof(sum), "checksum=fnv1a64:%016" PRIx64 "\n", Fnv1a64(s));
   return s + sum;
 }
 
@@ -147,7 +140,7 @@ Result<Label> ParseLabel(const std::string& where, const std::string& text) {
   }
   char expect[40];
   std::snprintf(expect, sizeof(expect), "checksum=fnv1a64:%016" PRIx64 "\n",
-                Fnv1a64(text.data(), sum_pos));
+                Fnv1a64(std::string_view(text).substr(0, sum_pos)));
   if (text.compare(sum_pos, std::string::npos, expect) != 0) return corrupt("checksum mismatch");
   if (text.compare(0, sizeof(kHeader) - 1, kHeader) != 0) return corrupt("bad header line");
 
@@ -242,29 +235,9 @@ Result<Label> ReadLabel(const std::string& disk_name, RadosConnections* rados) {
   return ParseLabel(disk_name + " object " + kLabelName, *text);
 }
 
-Status ReplaceFileDurably(const std::string& dir, const std::string& name,
-                          const std::string& text) {
-  const std::string tmp = dir + "/" + name + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus("write " + tmp);
-  const ssize_t written = ::write(fd, text.data(), text.size());
-  // A short write sets no errno: name it rather than report a stale one.
-  int err = written < 0 ? errno : written != static_cast<ssize_t>(text.size()) ? EIO : 0;
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  ::close(fd);
-  if (err != 0) return ErrnoStatus("write " + tmp, err);
-  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) return ErrnoStatus("rename " + tmp);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoStatus("open " + dir);
-  const bool synced = ::fsync(dfd) == 0;
-  err = errno;
-  ::close(dfd);
-  return synced ? Status::OK() : ErrnoStatus("fsync " + dir, err);
-}
-
 Status WriteLabel(const std::string& disk_name, const Label& label, RadosConnections* rados) {
   if (!IsRadosName(disk_name))
-    return ReplaceFileDurably(disk_name, kLabelName, SerializeLabel(label));
+    return WriteFileDurably(disk_name + "/" + kLabelName, SerializeLabel(label));
   Result<std::unique_ptr<RadosNamespace>> ns = OpenLabelNamespace(disk_name, rados);
   if (!ns.ok()) return ns.status();
   return (*ns)->WriteFullObject(kLabelName, SerializeLabel(label));
@@ -275,7 +248,7 @@ Result<Label> ReadHomeLabel(const std::string& dir) {
 }
 
 Status WriteHomeLabel(const std::string& dir, const Label& label) {
-  return ReplaceFileDurably(dir, kHomeLabelName, SerializeLabel(label));
+  return WriteFileDurably(dir + "/" + kHomeLabelName, SerializeLabel(label));
 }
 
 }  // namespace tipfs::stripe

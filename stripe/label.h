@@ -75,8 +75,4 @@ Status WriteLabel(const std::string& disk_name, const Label& label,
 Result<Label> ReadHomeLabel(const std::string& dir);
 Status WriteHomeLabel(const std::string& dir, const Label& label);
 
-// Writes `text` to dir/name through dir/name.tmp, fsync and rename, then fsyncs dir: the file is
-// either the old or the new one after a crash.
-Status ReplaceFileDurably(const std::string& dir, const std::string& name, const std::string& text);
-
 }  // namespace tipfs::stripe

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "util/fnv1a.h"
 #include "util/units.h"
 
 namespace tipfs::stripe {
@@ -20,6 +21,10 @@ constexpr size_t kKeysPerCall = 1024;
 // Cached records before the cache starts over (each costs a few dozen bytes).
 constexpr size_t kMaxCachedRecords = size_t{1} << 20;
 constexpr int64_t kUsageRefreshNs = int64_t{2} * 1000 * 1000 * 1000;
+
+// DiskUsage::store_id of every disk on the cluster with this fsid, with the top bit set so it
+// never meets PosixDisk's st_dev + 1 and is never 0.
+uint64_t ClusterStoreId(const std::string& fsid) { return Fnv1a64(fsid) | (uint64_t{1} << 63); }
 
 int64_t SteadyNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -123,7 +128,7 @@ RadosDisk::RadosDisk(std::unique_ptr<RadosNamespace> ns, RadosDiskOptions option
     : ns_(std::move(ns)),
       lease_(std::move(lease)),
       object_size_(options.object_size),
-      pool_share_(std::max<uint32_t>(options.pool_share, 1)),
+      store_id_(ClusterStoreId(ns_->cluster()->fsid())),
       name_("disk " + std::to_string(options.index) + " (" + ns_->display() + ")") {}
 
 RadosDisk::~RadosDisk() {
@@ -583,10 +588,11 @@ Result<DiskUsage> RadosDisk::Usage() {
   rados_cluster_stat_t s;
   const int rc = rados_cluster_stat(ns_->cluster()->handle(), &s);
   if (rc < 0) return ns_->Error(name_ + ": cluster usage", rc);
-  // Raw space holds `replicas` copies of every byte; disks sharing the pool share its space.
-  const uint64_t divisor = replicas_ * pool_share_;
-  usage_.total_bytes = s.kb * 1024 / divisor;
-  usage_.free_bytes = s.kb_avail * 1024 / divisor;
+  // Raw space holds `replicas` copies of every byte. Every pool and namespace of a cluster draws
+  // on the same raw space, so each disk reports all of it and statfs counts the cluster once.
+  usage_.total_bytes = s.kb * 1024 / replicas_;
+  usage_.free_bytes = s.kb_avail * 1024 / replicas_;
+  usage_.store_id = store_id_;
   // RADOS has no inode table: objects are limited by space alone.
   usage_.total_files = uint64_t{1} << 40;
   usage_.free_files = uint64_t{1} << 40;

@@ -49,8 +49,6 @@ namespace tipfs::stripe {
 struct RadosDiskOptions {
   uint32_t index = 0;                              // for messages: "disk 2 (...)"
   uint32_t object_size = kDefaultRadosObjectSize;  // bytes per RADOS object
-  // Disks of one volume that share a pool each report 1/pool_share of its space.
-  uint32_t pool_share = 1;
 };
 
 // A finding of CheckParts (fsck).
@@ -126,7 +124,7 @@ class RadosDisk : public Disk {
   const std::unique_ptr<RadosNamespace> ns_;
   const std::unique_ptr<RadosLease> lease_;
   const uint32_t object_size_;
-  const uint32_t pool_share_;
+  const uint64_t store_id_;  // DiskUsage::store_id: one per cluster
   const std::string name_;
   uint64_t replicas_ = 1;  // the pool's size, read at open
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <map>
 
 #include "stripe/disk_name.h"
 #include "stripe/io_ring.h"
@@ -143,10 +142,7 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
                             "stays on the host that holds that directory (see tipfs(8))");
   }
 
-  // Disks of one pool share its space: each reports its part of it.
   std::vector<std::unique_ptr<RadosNamespace>> namespaces(label.count);
-  std::map<std::string, uint32_t> per_pool;
-  std::vector<std::string> pool_of(label.count);
   bool any_directory = false;
   for (uint32_t i = 0; i < label.count; ++i) {
     if (!IsRadosName(names[i])) {
@@ -157,8 +153,6 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
     if (!name.ok()) return name.status().WithContext("disk " + std::to_string(i));
     Result<std::unique_ptr<RadosNamespace>> ns = rados.OpenNamespace(*name);
     if (!ns.ok()) return ns.status().WithContext("disk " + std::to_string(i));
-    pool_of[i] = (*ns)->cluster()->fsid() + "/" + std::to_string((*ns)->pool_id());
-    ++per_pool[pool_of[i]];
     namespaces[i] = std::move(*ns);
   }
 
@@ -190,7 +184,6 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
       RadosDiskOptions disk_options;
       disk_options.index = i;
       disk_options.object_size = label.rados_object_size;
-      disk_options.pool_share = per_pool[pool_of[i]];
       Result<std::unique_ptr<RadosDisk>> d =
           RadosDisk::Open(std::move(namespaces[i]), disk_options, std::move(lease));
       if (!d.ok()) return d.status().WithContext("disk " + std::to_string(i));

@@ -8,12 +8,17 @@
 namespace tipfs {
 namespace {
 
-// mountinfo escapes space, tab, newline and backslash as \ooo (octal).
+bool IsOctalDigit(char c) { return c >= '0' && c <= '7'; }
+
+// mountinfo escapes space, tab, newline and backslash as \ooo (octal). A backslash not followed
+// by three octal digits is kept as it is.
 std::string Unescape(const std::string& field) {
   std::string out;
   for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      out.push_back(static_cast<char>(std::stoi(field.substr(i + 1, 3), nullptr, 8)));
+    if (field[i] == '\\' && i + 3 < field.size() && IsOctalDigit(field[i + 1]) &&
+        IsOctalDigit(field[i + 2]) && IsOctalDigit(field[i + 3])) {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                                      (field[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(field[i]);
@@ -25,8 +30,12 @@ std::string Unescape(const std::string& field) {
 }  // namespace
 
 std::vector<MountEntry> ReadMountTable() {
-  std::vector<MountEntry> table;
   std::ifstream in("/proc/self/mountinfo");
+  return ParseMountInfo(in);
+}
+
+std::vector<MountEntry> ParseMountInfo(std::istream& in) {
+  std::vector<MountEntry> table;
   std::string line;
   while (std::getline(in, line)) {
     // "id parent maj:min root mountpoint options [optional...] - fstype source superoptions"

@@ -110,6 +110,8 @@ class CAPABILITY("shared mutex") SharedMutex {
   void Unlock() RELEASE() { mu_.unlock(); }
   void LockShared() ACQUIRE_SHARED() { mu_.lock_shared(); }
   void UnlockShared() RELEASE_SHARED() { mu_.unlock_shared(); }
+  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
+  bool TryLockShared() TRY_ACQUIRE_SHARED(true) { return mu_.try_lock_shared(); }
   void AssertHeld() const ASSERT_CAPABILITY(this) {}
   void AssertSharedHeld() const ASSERT_SHARED_CAPABILITY(this) {}
 

@@ -1,5 +1,7 @@
 #include "util/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace tipfs {
@@ -19,4 +21,17 @@ Status ErrnoStatus(const std::string& what, int err) {
   return Status::FromErrno(err, what + ": " + std::strerror(err));
 }
 
+namespace internal {
+
+void DieOnValueOfError(const Status& status) {
+  std::fprintf(stderr, "INTERNAL ERROR: the value of a failed Result was read: %s\n",
+               status.ToString().c_str());
+  std::abort();
+}
+
+Status ValuelessResult() {
+  return Status::IOError("INTERNAL ERROR: a Result was made from an OK status (no value)");
+}
+
+}  // namespace internal
 }  // namespace tipfs

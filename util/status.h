@@ -42,27 +42,45 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+namespace internal {
+// Reading the value of an error Result is a bug of the caller: it aborts loudly, naming the
+// error, instead of throwing (nothing may throw across a FUSE boundary).
+[[noreturn]] void DieOnValueOfError(const Status& status);
+// A Result built from an OK Status has neither a value nor an error; it becomes this EIO.
+Status ValuelessResult();
+}  // namespace internal
+
 // A value or the Status explaining why there is none. `Result<T> r = value;` or `= status`.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  // NOLINTNEXTLINE(google-explicit-constructor)
+  Result(Status status) : v_(status.ok() ? internal::ValuelessResult() : std::move(status)) {}
 
   bool ok() const { return v_.index() == 0; }
-  // REQUIRES: ok()
-  T& value() & { return std::get<0>(v_); }
-  const T& value() const& { return std::get<0>(v_); }
-  T&& value() && { return std::get<0>(std::move(v_)); }
+  // REQUIRES: ok() (else the process aborts with the error's message).
+  T& value() & { return *Checked(); }
+  const T& value() const& { return *Checked(); }
+  T&& value() && { return std::move(*Checked()); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   // OK when a value is held.
-  Status status() const { return ok() ? Status::OK() : std::get<1>(v_); }
-  int error() const { return ok() ? 0 : std::get<1>(v_).error(); }
+  Status status() const { return ok() ? Status::OK() : *std::get_if<1>(&v_); }
+  int error() const { return ok() ? 0 : std::get_if<1>(&v_)->error(); }
 
  private:
+  T* Checked() {
+    if (T* v = std::get_if<0>(&v_)) return v;
+    internal::DieOnValueOfError(*std::get_if<1>(&v_));
+  }
+  const T* Checked() const {
+    if (const T* v = std::get_if<0>(&v_)) return v;
+    internal::DieOnValueOfError(*std::get_if<1>(&v_));
+  }
+
   std::variant<T, Status> v_;
 };
 

@@ -18,26 +18,17 @@ while (($#)); do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-BUILD=${BUILD_DIR:-build}  # relative to the repository, or absolute
-[[ $BUILD = /* ]] || BUILD=$PWD/$BUILD
-TIPFS=$BUILD/cli/tipfs
+BENCH_NAME=foundation
+source bench/lib/scratch_volume.sh  # BUILD, TIPFS, WORK, MNT, DISKS, median, cleanup
 CHURN=$BUILD/bench/foundation/metadata_churn
-[[ -x $TIPFS && -x $CHURN ]] || { echo "build first: scripts/setup.sh" >&2; exit 1; }
+need "$CHURN"
 command -v fio >/dev/null || { echo "fio is missing: scripts/setup.sh installs it" >&2; exit 1; }
-
-WORK=$(mktemp -d /tmp/tipfs-bench-XXXXXX)
-MNT=$WORK/mnt
-cleanup() {
-  findmnt -n "$MNT" >/dev/null && { "$TIPFS" umount "$MNT" || umount -l "$MNT"; }
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-mkdir -p "$WORK"/disk{0,1,2,3} "$MNT" "$WORK/native"
-"$TIPFS" mkfs "$WORK"/disk{0,1,2,3} >/dev/null
+mkdir -p "$WORK/native"
+"$TIPFS" mkfs "${DISKS[@]}" >/dev/null
 
 mount_tipfs() {  # $1: data-cache mode
   findmnt -n "$MNT" >/dev/null && "$TIPFS" umount "$MNT"
-  "$TIPFS" mount --data-cache "$1" --cache-size 1536M "$WORK/disk0" "$MNT"
+  "$TIPFS" mount --data-cache "$1" --cache-size 1536M "${DISKS[0]}" "$MNT"
 }
 
 # MB/s of one sequential read pass with block size $2 over file $1.
@@ -45,7 +36,6 @@ read_mbps() {
   fio --name=seq --filename="$1" --rw=read --bs="$2" --ioengine=psync --numjobs=1 \
     --output-format=terse --terse-version=3 | awk -F';' '{printf "%.1f\n", $7/1024}'
 }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 mount_tipfs kernel
 head -c "$SIZE" /dev/urandom > "$WORK/native/file"

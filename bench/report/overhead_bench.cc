@@ -24,6 +24,7 @@
 #include "fusefs/filesystem.h"
 #include "meta/meta_store.h"
 #include "stripe/disk_activity.h"
+#include "stripe/mkfs.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
 #include "tests/support/mem_disk.h"

@@ -118,7 +118,12 @@ struct tipfs_query {
   uint64_t prefetch_horizon; /* blocks */
   uint64_t lru_buffers;
   uint64_t hinted_buffers;
-  uint64_t reserved[8];
+  /* out: hinted blocks read from every stream of the stream's owner process since its first hint,
+   * by source (enum tipfs_hint_source; while the mount remembers the process, the last 4096) */
+  uint64_t process_consumed[5];
+  uint32_t stream_exists; /* out: 1 when the stream holds hints (or was just emptied by reads) */
+  uint32_t reserved32;
+  uint64_t reserved[2];
 };
 
 /* TIPFS_IOC_SPEC_ATTACH / DETACH: libtipspec's speculating child declares itself. While attached,

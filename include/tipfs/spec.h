@@ -11,17 +11,24 @@
 #ifndef TIPFS_SPEC_H
 #define TIPFS_SPEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define TIPSPEC_API_VERSION 1u
+#define TIPSPEC_API_VERSION 2u
+
+/* tipspec_options.wait_for_data (TIPSPEC_WAIT): which of the child's reads of data not cached
+ * wait for it. */
+#define TIPSPEC_WAIT_NEVER 0u   /* none: on with whatever the buffer holds */
+#define TIPSPEC_WAIT_ALWAYS 1u  /* all: follow every true data dependency */
+#define TIPSPEC_WAIT_LEARNED 2u /* the default: at the read sites learned to be data-critical */
 
 struct tipspec_options {
   uint32_t version;           /* TIPSPEC_API_VERSION */
-  uint32_t wait_for_data;     /* 1: the child waits for data it hinted; 2: auto (TIPSPEC_WAIT) */
+  uint32_t wait_for_data;     /* TIPSPEC_WAIT_LEARNED (default), _NEVER or _ALWAYS */
   const char* mount;          /* mount to watch; NULL or "": every tipfs mount */
   uint32_t max_ahead_hints;   /* bounded run-ahead, reads (default 512) */
   uint32_t stall_usec;        /* fork only after a read this slow (default 200) */
@@ -42,7 +49,9 @@ struct tipspec_counters {
   uint64_t reads_checked; /* reads of watched files checked against the hint log */
   uint64_t hints_issued;  /* reads the children logged and hinted */
   uint64_t hint_bytes_issued;
-  uint64_t hints_consumed;           /* program reads that matched the next logged hint */
+  uint64_t hints_consumed;           /* hinted blocks the program's reads consumed, as the mount
+                                        counted them (mount_consumed_*); without a mount (hint
+                                        log), reads_on_track */
   uint64_t reads_without_data;       /* child reads the mount answered without data (EAGAIN) */
   uint64_t forks;                    /* speculating children started */
   uint64_t restarts;                 /* of those, started after an earlier child stopped */
@@ -66,8 +75,22 @@ struct tipspec_counters {
                                         children, or the overhead budget */
   uint64_t overhead_nanos;           /* estimated cost to the program: forks, ending children,
                                         copy-on-write faults after forks */
-  uint64_t children_waiting;         /* of the forks, children that waited for data */
+  uint64_t children_waiting;         /* of the forks, children that waited for every read */
   uint64_t reserved[3];
+  /* Since TIPSPEC_API_VERSION 2 (tipspec_query_counters): */
+  uint64_t hints_clean;            /* logged reads made on real data: up to and including each
+                                      child's first read of data it did not get */
+  uint64_t hints_tainted;          /* logged reads after it (made on garbage) */
+  uint64_t reads_on_track;         /* program reads that matched its child's next logged read */
+  uint64_t mount_consumed_clean;   /* the mount's count of this process's consumed hinted
+                                      blocks: speculative (clean) */
+  uint64_t mount_consumed_tainted; /* ... speculative_tainted */
+  uint64_t sites_known;            /* data-critical read sites known at start (earlier runs) */
+  uint64_t sites_learned;          /* sites learned in this run */
+  uint64_t waits_at_sites;         /* child reads that waited at a learned site */
+  uint64_t forks_at_once;          /* children forked at the read right after a child whose
+                                      hints were used ended (no stall, no back-off) */
+  uint64_t reserved2[7];
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */
@@ -81,8 +104,12 @@ int tipspec_start(const struct tipspec_options* options);
 /* Ends speculation: kills and reaps the child and cancels its hints. Returns 0 or -errno. */
 int tipspec_stop(void);
 
-/* Copies the counters. Returns 0 or -EINVAL. */
+/* Copies the counters up to reserved[3] (the fields of version 1). Returns 0 or -EINVAL. */
 int tipspec_query(struct tipspec_counters* counters);
+
+/* Copies min(size, sizeof(struct tipspec_counters)) bytes of the counters: pass
+ * sizeof(*counters). Returns 0 or -EINVAL. */
+int tipspec_query_counters(struct tipspec_counters* counters, size_t size);
 
 #ifdef __cplusplus
 }

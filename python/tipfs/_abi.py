@@ -68,7 +68,8 @@ QUERY_FIELDS = [
 
 class Query(ctypes.Structure):
     _fields_ = ([("header", HintHeader)] + [(name, u64) for name in QUERY_FIELDS]
-                + [("reserved", u64 * 8)])
+                + [("process_consumed", u64 * 5), ("stream_exists", u32), ("reserved32", u32),
+                   ("reserved", u64 * 2)])
 
 
 class SpecAttach(ctypes.Structure):

@@ -4,58 +4,39 @@
 // were loosened.
 #include <dirent.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "tests/support/as_user.h"
 #include "tests/support/fs_inspect.h"
 #include "tests/support/mount_fixture.h"
 
 namespace tipfs::testing {
 namespace {
 
-constexpr uid_t kNobody = 65534;
-
 // errno of open(2) (O_RDONLY, O_DIRECTORY for directories) of each path as user `kNobody`; 0 for
 // success, -1 when the child could not become that user.
 std::vector<int> OpenAsNobody(const std::vector<std::string>& paths) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::vector<int> result(paths.size(), -1);
-    if (setgroups(0, nullptr) == 0 && setgid(kNobody) == 0 && setuid(kNobody) == 0) {
-      for (size_t i = 0; i < paths.size(); ++i) {
-        struct stat st;
-        const bool dir = stat(paths[i].c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-        const int fd = open(paths[i].c_str(), O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
-        result[i] = fd >= 0 ? 0 : errno;
-        if (fd >= 0 && dir) {
-          // Opening a directory one can search but not read works; listing it must not.
-          DIR* d = fdopendir(fd);
-          errno = 0;
-          result[i] = d != nullptr && readdir(d) != nullptr ? 0 : (errno != 0 ? errno : EACCES);
-          if (d != nullptr) closedir(d);
-        } else if (fd >= 0) {
-          close(fd);
-        }
-      }
+  return ErrnosAsUser(kNobody, paths.size(), [&](size_t i) {
+    struct stat st;
+    const bool dir = stat(paths[i].c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    const int fd = open(paths[i].c_str(), O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    if (fd < 0) return errno;
+    if (!dir) {
+      close(fd);
+      return 0;
     }
-    (void)!write(fds[1], result.data(), result.size() * sizeof(int));
-    _exit(0);
-  }
-  close(fds[1]);
-  std::vector<int> result(paths.size(), -1);
-  (void)!read(fds[0], result.data(), result.size() * sizeof(int));
-  close(fds[0]);
-  waitpid(pid, nullptr, 0);
-  return result;
+    // Opening a directory one can search but not read works; listing it must not.
+    DIR* d = fdopendir(fd);
+    errno = 0;
+    const int listed = d != nullptr && readdir(d) != nullptr ? 0 : (errno != 0 ? errno : EACCES);
+    if (d != nullptr) closedir(d);
+    return listed;
+  });
 }
 
 mode_t ModeOf(const std::string& path) {

@@ -12,7 +12,7 @@
 #include "stripe/volume.h"
 #include "tests/rados/rados_test_env.h"
 #include "tests/stripe/disk_requests.h"
-#include "tests/stripe/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace tipfs::stripe {
 namespace {

@@ -41,7 +41,7 @@
 
 #include "fsck/fsck.h"
 #include "stripe/crash_disk.h"
-#include "tests/reliability/volume_rig.h"
+#include "tests/support/volume_rig.h"
 #include "util/mutex.h"
 
 namespace tipfs::testing {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "stripe/faulty_disk.h"
-#include "tests/reliability/volume_rig.h"
+#include "tests/support/volume_rig.h"
 
 namespace tipfs::testing {
 namespace {

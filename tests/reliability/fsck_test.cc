@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "tests/reliability/volume_rig.h"
+#include "tests/support/volume_rig.h"
 
 namespace tipfs::testing {
 namespace {

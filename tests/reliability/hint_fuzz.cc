@@ -14,7 +14,7 @@
 #include "fusefs/stats_report.h"
 #include "stripe/disk_health.h"
 #include "stripe/emulation/emulated_array.h"
-#include "tests/reliability/volume_rig.h"
+#include "tests/support/volume_rig.h"
 #include "tipfs/hint.h"
 #include "util/statistics.h"
 

@@ -63,14 +63,16 @@ TEST(SpecHazardTest, RunAheadRacingTheProgramNeverMovesItsOffsetsFlagsOrLocks) {
   ASSERT_EQ(plain.out.find("WRONG"), std::string::npos);
   ASSERT_NE(plain.out.find("lock still held by us: yes"), std::string::npos);
 
-  RunResult lockstep = scratch.Run(argv, true);
+  // No fork budget: on a loaded machine it would defer children by how slow the forks were, and
+  // the count below would depend on the scheduler.
+  RunResult lockstep = scratch.Run(argv, true, "", {{"TIPSPEC_MAX_OVERHEAD", "0"}});
   EXPECT_EQ(lockstep.exit_status, 0);
   EXPECT_EQ(lockstep.out, plain.out);
   auto stats = scratch.Stats();
-  // Each mismatch is a child that hammered everything and then reached its own first read: the
-  // race ran many times (81 of 150 rounds on a loaded 2-CPU machine, where the fork budget
-  // defers some children; about 150 when quiet).
-  EXPECT_GE(stats["offtrack_mismatch"], 30u);
+  // Each mismatch is a child that hammered everything and then reached its own first read. On a
+  // quiet machine that is about one per round of 150; how many depends on the scheduler (13 under
+  // load 22), so the test asks only that the race happened; the output above is the property.
+  EXPECT_GE(stats["offtrack_mismatch"], 1u);
 
   scratch.ClearLogs();
   // No fork budget or back-off, and a child one read late is replaced: a fresh child races the
@@ -82,8 +84,9 @@ TEST(SpecHazardTest, RunAheadRacingTheProgramNeverMovesItsOffsetsFlagsOrLocks) {
   EXPECT_EQ(racing.out, plain.out);
   // The program never waits for a killed child to exit, and on a busy machine an idle-priority
   // child can take long to: fork chances come while every hint log is still held by one, and
-  // are skipped. Each child that does start hammers 400 rounds while the program reads.
-  EXPECT_GE(scratch.Stats()["forks"], 10u);
+  // are skipped. Each child that does start hammers 400 rounds while the program reads, so one
+  // child is a race.
+  EXPECT_GE(scratch.Stats()["forks"], 1u);
 }
 
 TEST(SpecHazardTest, SideEffectsOfTheRunAheadNeverHappen) {

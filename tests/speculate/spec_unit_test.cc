@@ -35,7 +35,9 @@ TEST(SpecOptionsTest, DefaultsWhenNothingIsSet) {
   Result<SpecOptions> options = FromMap({});
   ASSERT_TRUE(options.ok());
   EXPECT_TRUE(options->mount.empty());
-  EXPECT_FALSE(options->wait_for_data);
+  EXPECT_EQ(options->wait, WaitPolicy::kLearned);
+  EXPECT_TRUE(options->learn);
+  EXPECT_EQ(options->max_tainted_bytes, 4ull << 20);
   EXPECT_EQ(options->max_ahead_hints, 512u);
   EXPECT_EQ(options->max_ahead_bytes, 32ull << 20);
   EXPECT_EQ(options->stall_usec, 200u);
@@ -55,10 +57,14 @@ TEST(SpecOptionsTest, ReadsEveryKnob) {
                                          {"TIPSPEC_MAX_BEHIND", "8"},
                                          {"TIPSPEC_MAX_OVERHEAD", "2.5"},
                                          {"TIPSPEC_HINT_LOG", "/tmp/h"},
+                                         {"TIPSPEC_LEARN", "0"},
+                                         {"TIPSPEC_MAX_TAINTED_BYTES", "1M"},
                                          {"TIPSPEC_STATS_FILE", "/tmp/s"}});
   ASSERT_TRUE(options.ok()) << options.status().ToString();
   EXPECT_EQ(options->mount, "/mnt/t");
-  EXPECT_TRUE(options->wait_for_data);
+  EXPECT_EQ(options->wait, WaitPolicy::kAlways);
+  EXPECT_FALSE(options->learn);
+  EXPECT_EQ(options->max_tainted_bytes, 1ull << 20);
   EXPECT_EQ(options->max_ahead_hints, 64u);
   EXPECT_EQ(options->max_ahead_bytes, 8ull << 20);
   EXPECT_EQ(options->stall_usec, 0u);
@@ -78,10 +84,11 @@ TEST(SpecOptionsTest, RejectsMalformedValuesNamingTheVariable) {
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_HINTS", "12x"}}).error(), EINVAL);
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_AHEAD_BYTES", "3T"}}).error(), EINVAL);
   EXPECT_EQ(FromMap({{"TIPSPEC_MAX_BEHIND", "0"}}).error(), EINVAL);
-  Result<SpecOptions> automatic = FromMap({{"TIPSPEC_WAIT", "auto"}});
-  ASSERT_TRUE(automatic.ok());
-  EXPECT_TRUE(automatic->wait_auto);
-  EXPECT_FALSE(automatic->wait_for_data);
+  EXPECT_EQ(FromMap({{"TIPSPEC_WAIT", "auto"}})->wait, WaitPolicy::kLearned);
+  EXPECT_EQ(FromMap({{"TIPSPEC_WAIT", "learned"}})->wait, WaitPolicy::kLearned);
+  EXPECT_EQ(FromMap({{"TIPSPEC_WAIT", "0"}})->wait, WaitPolicy::kNever);
+  EXPECT_EQ(FromMap({{"TIPSPEC_LEARN", "perhaps"}}).error(), EINVAL);
+  EXPECT_EQ(FromMap({{"TIPSPEC_MAX_TAINTED_BYTES", "lots"}}).error(), EINVAL);
   Result<SpecOptions> bad_overhead = FromMap({{"TIPSPEC_MAX_OVERHEAD", "lots"}});
   EXPECT_EQ(bad_overhead.error(), EINVAL);
   EXPECT_NE(bad_overhead.status().message().find("TIPSPEC_MAX_OVERHEAD"), std::string::npos);
@@ -137,17 +144,6 @@ TEST(ForkPolicyTest, UselessChildrenBackOffExponentiallyAndAUsefulOneResets) {
   EXPECT_TRUE(policy.ForkNow(102));
 }
 
-TEST(ForkPolicyTest, AutomaticWaitAfterUselessChildrenUntilOneIsUseful) {
-  ForkPolicy policy = MakePolicy(0, 255);
-  EXPECT_FALSE(policy.AutoWait());
-  policy.ChildEnded(0);
-  EXPECT_FALSE(policy.AutoWait());
-  policy.ChildEnded(0);
-  EXPECT_TRUE(policy.AutoWait());
-  policy.ChildEnded(1);
-  EXPECT_FALSE(policy.AutoWait());
-}
-
 TEST(ForkPolicyTest, BackOffIsCappedAndCanBeSwitchedOff) {
   ForkPolicy capped = MakePolicy(0, 10);
   for (int i = 0; i < 20; ++i) capped.ChildEnded(0);
@@ -178,7 +174,7 @@ class SharedLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
     log_ = std::make_unique<SharedLog>();
-    log_->Reset(3, 1000);
+    log_->Reset(3, 1000, 1000);
   }
   std::unique_ptr<SharedLog> log_;
 };
@@ -211,7 +207,7 @@ TEST_F(SharedLogTest, RunAheadIsBoundedByHintsAndBytes) {
   ASSERT_EQ(log_->MatchNext(1, 1, 0), MatchResult::kMatched);
   EXPECT_TRUE(log_->HasRoom());
 
-  log_->Reset(100, 1000);
+  log_->Reset(100, 1000, 1000);
   log_->Append({1, 1, 0, 5000});  // one huge read is always allowed when nothing is ahead
   EXPECT_FALSE(log_->HasRoom()) << "5000 bytes ahead with a bound of 1000";
   ASSERT_EQ(log_->MatchNext(1, 1, 0), MatchResult::kMatched);
@@ -338,7 +334,7 @@ TEST(LauncherTest, EnvironmentPreloadsTheLibraryAndSetsTheKnobs) {
   RunOptions options;
   options.library_path = TIPSPEC_LIBRARY_PATH;
   options.mount = "/mnt/tipfs";
-  options.wait_for_data = true;
+  options.wait = WaitPolicy::kAlways;
   options.max_ahead_hints = 99;
   Result<std::vector<std::string>> env =
       SpeculationEnvironment(options, {"PATH=/bin", "LD_PRELOAD=/other.so"});

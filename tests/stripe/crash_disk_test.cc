@@ -10,7 +10,7 @@
 #include "stripe/posix_disk.h"
 #include "stripe/striped_io.h"
 #include "tests/stripe/disk_requests.h"
-#include "tests/stripe/temp_dir.h"
+#include "tests/stripe/file_snapshot.h"
 #include "tests/support/mem_disk.h"
 
 namespace tipfs::stripe {

@@ -14,7 +14,7 @@
 
 #include "tests/stripe/disk_contract.h"
 #include "tests/stripe/disk_requests.h"
-#include "tests/stripe/temp_dir.h"
+#include "tests/stripe/file_snapshot.h"
 
 namespace tipfs::stripe {
 namespace {

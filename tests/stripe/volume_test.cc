@@ -12,7 +12,7 @@
 #include "stripe/mkfs.h"
 #include "stripe/posix_disk.h"
 #include "stripe/striped_io.h"
-#include "tests/stripe/temp_dir.h"
+#include "tests/stripe/file_snapshot.h"
 
 namespace tipfs::stripe {
 namespace {
@@ -37,7 +37,7 @@ class VolumeTest : public ::testing::Test {
  protected:
   std::vector<std::string> MakeDirs(int n, const std::string& prefix = "d") {
     std::vector<std::string> out;
-    for (int i = 0; i < n; ++i) out.push_back(tmp_.Sub(prefix + std::to_string(i)));
+    for (int i = 0; i < n; ++i) out.push_back(tmp_.MakeDir(prefix + std::to_string(i)));
     return out;
   }
   Label MustMkfs(const std::vector<std::string>& disks, uint32_t unit = kDefaultStripeUnit) {
@@ -203,7 +203,7 @@ TEST_F(VolumeTest, MkfsRefusesExistingVolumeAndOtherFilesWithoutForce) {
   ExpectRefusedUnchanged([&] { return MkfsStatus({dirs[2]}); }, ENOTEMPTY,
                          dirs[2] + " is not empty (holds 'precious.txt')");
   // objects/ without a label is not ours: refused even with --force.
-  auto other = tmp_.Sub("other");
+  auto other = tmp_.MakeDir("other");
   std::filesystem::create_directories(other + "/objects");
   ExpectRefusedUnchanged([&] { return MkfsStatus({other}, /*force=*/true); }, ENOTEMPTY,
                          other + " holds 'objects' but no tipfs label");

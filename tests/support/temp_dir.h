@@ -23,7 +23,14 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::string& path() const { return path_; }
+  // <path>/<name>; nothing is created.
   std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+  // <path>/<name>, made (with its parents) if missing.
+  std::string MakeDir(const std::string& name) const {
+    const std::string p = Sub(name);
+    std::filesystem::create_directories(p);
+    return p;
+  }
 
  private:
   std::string path_;

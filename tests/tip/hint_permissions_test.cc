@@ -4,15 +4,14 @@
 // with --allow-other; a hint of an unreadable file, or of a file behind a directory it may not
 // search, is refused with EACCES and fetches nothing, while a readable file is prefetched.
 #include <fcntl.h>
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "tests/support/as_user.h"
 #include "tests/support/fs_inspect.h"
 #include "tests/support/mount_fixture.h"
 #include "tests/tip/tip_support.h"
@@ -21,40 +20,19 @@
 namespace tipfs::testing::tip {
 namespace {
 
-constexpr uid_t kNobody = 65534;
-
 // Hints `paths` (one call each, by path, whole files) as user and group `kNobody` in a forked
-// child; returns each call's errno (-1 when the child could not change user or open the mount).
+// child; returns each call's errno (-1 when the child could not change user, EBADF when it could
+// not open the mount).
 std::vector<int> HintAsNobody(const std::string& mountpoint,
                               const std::vector<std::string>& paths) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    std::vector<int> result(paths.size(), -1);
-    if (setgroups(0, nullptr) == 0 && setgid(kNobody) == 0 && setuid(kNobody) == 0) {
-      const int root = open(mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      for (size_t i = 0; root >= 0 && i < paths.size(); ++i) {
-        const char* path = paths[i].c_str();
-        result[i] = tipfs_hint_files(root, &path, 1, TIPFS_SOURCE_MANUAL) == 0 ? 0 : errno;
-      }
-    }
-    (void)!write(fds[1], result.data(), result.size() * sizeof(int));
-    _exit(0);
-  }
-  close(fds[1]);
-  std::vector<int> result(paths.size(), -1);
-  size_t got = 0;
-  ssize_t n;
-  while (got < result.size() * sizeof(int) &&
-         (n = read(fds[0], reinterpret_cast<char*>(result.data()) + got,
-                   result.size() * sizeof(int) - got)) > 0) {
-    got += static_cast<size_t>(n);
-  }
-  close(fds[0]);
-  waitpid(pid, nullptr, 0);
-  return result;
+  return ErrnosAsUser(kNobody, paths.size(), [&](size_t i) {
+    const int root = open(mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) return EBADF;
+    const char* path = paths[i].c_str();
+    const int error = tipfs_hint_files(root, &path, 1, TIPFS_SOURCE_MANUAL) == 0 ? 0 : errno;
+    close(root);
+    return error;
+  });
 }
 
 TEST(HintPermissionsTest, PathHintsOfFilesTheCallerMayNotReadAreRefusedAndFetchNothing) {

@@ -26,5 +26,16 @@ TEST(ResultTest, HoldsValueOrStatus) {
   EXPECT_EQ(e.status().message(), "bad");
 }
 
+TEST(ResultTest, AnOkStatusWithoutAValueIsAnError) {
+  Result<int> r = Status::OK();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), EIO);  // never 0: a FUSE reply of 0 would claim success with no data
+}
+
+TEST(ResultDeathTest, ReadingTheValueOfAnErrorAbortsNamingIt) {
+  Result<int> e = Status::NotFound("no inode 42");
+  EXPECT_DEATH((void)*e, "INTERNAL ERROR: the value of a failed Result was read: no inode 42");
+}
+
 }  // namespace
 }  // namespace tipfs

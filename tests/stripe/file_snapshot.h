@@ -1,8 +1,6 @@
-// TempDir: a fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope end.
-// Snapshot: a recursive listing (path, type, size, content hash) to prove "nothing changed".
+// Whole-file helpers and Snapshot, a recursive listing (path, type, size, content hash) to prove
+// "nothing changed", for the stripe tests; their TempDir is tests/support/temp_dir.h.
 #pragma once
-
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,35 +9,9 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/temp_dir.h"
+
 namespace tipfs::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tipfs-stripe-XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    if (made == nullptr) std::abort();
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Makes <path>/<name> and returns its path.
-  std::string Sub(const std::string& name) const {
-    const std::string p = path_ + "/" + name;
-    std::filesystem::create_directories(p);
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 inline std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

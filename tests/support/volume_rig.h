@@ -1,7 +1,8 @@
-// VolumeRig: a whole tipfs file system without a mount, for the reliability tests. Like
-// tests/filesystem/fs_rig.h, but the MemDisks outlive the volume (so a test can wrap them in
-// CrashDisks or FaultyDisks for one "boot" and look at what survived in the next), and the
-// metadata store's directory is exposed (so a test can damage it or stand in for a crash).
+// VolumeRig: a whole tipfs file system without a mount: a volume over MemDisks, a metadata store
+// in a temporary directory, the block cache and FileSystem on top. The MemDisks outlive the
+// volume (so a test can wrap them in CrashDisks or FaultyDisks for one "boot" and look at what
+// survived in the next), and the store's directory is exposed (so a test can damage it or stand
+// in for a crash). tests/filesystem/fs_rig.h is the same stack opened once.
 #pragma once
 
 #include <functional>
@@ -36,6 +37,9 @@ class DiskRef : public stripe::Disk {
     return target_->ListObjects(out);
   }
   Result<stripe::DiskUsage> Usage() override { return target_->Usage(); }
+  Result<uint64_t> Seek(stripe::ObjectId object, uint64_t offset, stripe::SeekKind kind) override {
+    return target_->Seek(object, offset, kind);
+  }
   Status SyncAll() override { return target_->SyncAll(); }
   std::string name() const override { return target_->name(); }
 

@@ -1,0 +1,110 @@
+// The Speculator's counters: tipspec_query's struct, and the text block it writes at exit or exec
+// (TIPSPEC_STATS, TIPSPEC_STATS_FILE: one block per process, appended; `tipfs run` sums the blocks
+// of the whole process tree). hints_consumed is the mount's count of this process's consumed
+// hinted blocks, so it agrees with `tipfs stats`; reads_on_track is what the program's own
+// on-track check saw.
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "speculate/child.h"
+#include "speculate/speculator.h"
+#include "tipfs/hint.h"
+
+namespace tipfs::spec {
+
+void Speculator::QueryMount(tipspec_counters* out) const {
+  uint64_t consumed[5];
+  if (!sink_.QueryConsumed(stream_, consumed)) {
+    out->hints_consumed = out->reads_on_track;  // log mode: no mount to ask
+    return;
+  }
+  out->mount_consumed_clean = consumed[TIPFS_SOURCE_SPECULATIVE];
+  out->mount_consumed_tainted = consumed[TIPFS_SOURCE_SPECULATIVE_TAINTED];
+  out->hints_consumed = out->mount_consumed_clean + out->mount_consumed_tainted;
+}
+
+void Speculator::Query(tipspec_counters* out) {
+  {
+    Locked lock(&mu_);
+    *out = counters_;
+    if (child_pid_ > 0) {  // include the running child's work so far
+      const uint64_t appended = log_->appended.load();
+      const uint64_t tainted = log_->tainted_appended.load();
+      out->hints_issued += appended;
+      out->hints_clean += appended - tainted;
+      out->hints_tainted += tainted;
+      out->waits_at_sites += log_->waits_at_sites.load();
+      out->hint_bytes_issued += log_->bytes_appended.load();
+      out->hint_bytes_consumed += log_->bytes_consumed.load();
+      out->reads_without_data += log_->reads_without_data.load();
+    }
+    out->epoch = epoch_;
+    out->active = active() ? 1 : 0;
+    out->forks_deferred =
+        policy_.deferred_backoff() + policy_.deferred_budget() + forks_without_slot_;
+    out->overhead_nanos = static_cast<uint64_t>(policy_.overhead_nanos());
+    out->children_waiting = children_waiting_;
+    out->sites_known = sites_known_;
+    out->sites_learned = sites_learned_;
+  }
+  QueryMount(out);  // ioctls: not under the lock
+}
+
+void Speculator::PrintStatsIfAsked() {
+  if (!options_.print_stats || InSpeculativeChild()) return;
+  tipspec_counters c;
+  Query(&c);
+  const std::pair<const char*, uint64_t> fields[] = {
+      {"reads_checked", c.reads_checked},
+      {"hints_issued", c.hints_issued},
+      {"hints_clean", c.hints_clean},
+      {"hints_tainted", c.hints_tainted},
+      {"hint_bytes_issued", c.hint_bytes_issued},
+      {"hints_consumed", c.hints_consumed},
+      {"mount_consumed_clean", c.mount_consumed_clean},
+      {"mount_consumed_tainted", c.mount_consumed_tainted},
+      {"reads_on_track", c.reads_on_track},
+      {"reads_without_data", c.reads_without_data},
+      {"forks", c.forks},
+      {"forks_at_once", c.forks_at_once},
+      {"restarts", c.restarts},
+      {"offtrack_mismatch", c.offtrack_mismatch},
+      {"offtrack_behind", c.offtrack_behind},
+      {"child_ended_program_exit", c.child_ended_program_exit},
+      {"child_ended_forbidden", c.child_ended_forbidden},
+      {"child_ended_stream_read", c.child_ended_stream_read},
+      {"child_ended_shared_write", c.child_ended_shared_write},
+      {"child_ended_signal", c.child_ended_signal},
+      {"child_killed_by_sandbox", c.child_killed_by_sandbox},
+      {"child_died_by_signal", c.child_died_by_signal},
+      {"start_failures", c.start_failures},
+      {"last_forbidden_syscall", c.last_forbidden_syscall},
+      {"epoch", c.epoch},
+      {"hint_bytes_consumed", c.hint_bytes_consumed},
+      {"reads_behind", c.reads_behind},
+      {"forks_deferred", c.forks_deferred},
+      {"overhead_nanos", c.overhead_nanos},
+      {"children_waiting", c.children_waiting},
+      {"sites_known", c.sites_known},
+      {"sites_learned", c.sites_learned},
+      {"waits_at_sites", c.waits_at_sites},
+  };
+  std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
+  for (const auto& [name, value] : fields) {
+    text += std::string("tipspec.") + name + " " + std::to_string(value) + "\n";
+  }
+  int fd = 2;
+  if (!options_.stats_file.empty()) {
+    fd = open(options_.stats_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+  }
+  // One write: the blocks of processes ending at once do not interleave.
+  ssize_t ignored = write(fd, text.data(), text.size());
+  (void)ignored;
+  if (fd != 2) close(fd);
+}
+
+}  // namespace tipfs::spec

@@ -1,0 +1,29 @@
+// The per-user directory where libtipspec keeps what it learns about programs: the
+// data-critical read sites of each program (sites/). It is $XDG_STATE_HOME/tipfs, else
+// $HOME/.local/state/tipfs, else the passwd entry's home; TIPSPEC_STATE_DIR overrides all of them.
+// Created with mode 0700; a directory owned by someone else, or that group or others may write, is
+// refused (recordings name files the user read). Thread-safe (no state).
+#pragma once
+
+#include <string>
+
+#include "util/status.h"
+
+namespace tipfs::spec {
+
+// The directory's path (not created, not checked). Empty when no home is known.
+std::string StateDirectoryPath();
+// `sub` (e.g. "sites") under the state directory, created (with its parents) if missing and
+// checked as above.
+Result<std::string> StateSubdirectory(const std::string& sub);
+
+// Writes `data` to `path` atomically (a temporary file in the same directory, fsync'ed and
+// renamed over it), mode 0600.
+Status WritePrivateFile(const std::string& path, const std::string& data);
+// The whole file, or NotFound.
+Result<std::string> ReadWholeFile(const std::string& path);
+
+// Keeps at most `max_files` regular files in `dir`, removing the oldest (by mtime) first.
+void PruneOldest(const std::string& dir, size_t max_files);
+
+}  // namespace tipfs::spec

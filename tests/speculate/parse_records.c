@@ -1,0 +1,118 @@
+/* A program that parses and validates every file it reads, as linkers and loaders do (the
+ * libtipspec tests of issue 10 run it with and without `tipfs run`):
+ *
+ *   parse_records [--huge-on-bad] [--unlink-after PATH] FILE...
+ *   parse_records --make N DIR
+ *
+ * Each FILE holds a 16-byte header ("REC1", record count, a checksum of the records) and that
+ * many 64-byte records. The program reads the header, then the records it announces, checks the
+ * sum and prints "NAME records SUM"; on a bad magic or sum it says so on stderr and exits 1
+ * (a speculating child fed zeros takes exactly that path). With --huge-on-bad, a bad header makes
+ * it first read up to 64 MiB of that file in one call (the garbage-driven huge range a budget must
+ * stop). --unlink-after PATH removes PATH (if it exists) after each file, as a linker removes its
+ * temporary files: a call the speculating child may not make, so it ends there by itself.
+ * --make N DIR writes N such files of assorted sizes into DIR and exits. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct header {
+  char magic[4];
+  uint32_t count;
+  uint64_t sum;
+};
+
+static uint64_t mix(uint64_t sum, const unsigned char* record) {
+  for (int i = 0; i < 64; ++i) sum = (sum ^ record[i]) * 1099511628211ull;
+  return sum;
+}
+
+static int make(int n, const char* dir) {
+  for (int f = 0; f < n; ++f) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/rec%03d.bin", dir, f);
+    FILE* out = fopen(path, "wb");
+    if (out == NULL) return 1;
+    struct header h;
+    memcpy(h.magic, "REC1", 4);
+    h.count = 40 + (uint32_t)(f * 37 % 200);
+    h.sum = 14695981039346656037ull;
+    unsigned char* records = malloc((size_t)h.count * 64);
+    for (uint32_t r = 0; r < h.count; ++r) {
+      for (int i = 0; i < 64; ++i) records[r * 64 + i] = (unsigned char)(f * 131 + r * 7 + i);
+      h.sum = mix(h.sum, records + r * 64);
+    }
+    fwrite(&h, sizeof(h), 1, out);
+    fwrite(records, 64, h.count, out);
+    free(records);
+    if (fclose(out) != 0) return 1;
+  }
+  return 0;
+}
+
+/* Reads exactly n bytes at the current offset; 0 on success. */
+static int read_all(int fd, void* buffer, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = read(fd, (char*)buffer + done, n - done);
+    if (got <= 0) return -1;
+    done += (size_t)got;
+  }
+  return 0;
+}
+
+static char huge[64 << 20];
+
+int main(int argc, char** argv) {
+  int first = 1, huge_on_bad = 0;
+  const char* unlink_after = NULL;
+  if (argc >= 4 && strcmp(argv[1], "--make") == 0) return make(atoi(argv[2]), argv[3]);
+  for (;;) {
+    if (first < argc && strcmp(argv[first], "--huge-on-bad") == 0) {
+      huge_on_bad = 1;
+      first += 1;
+    } else if (first + 1 < argc && strcmp(argv[first], "--unlink-after") == 0) {
+      unlink_after = argv[first + 1];
+      first += 2;
+    } else {
+      break;
+    }
+  }
+  for (int i = first; i < argc; ++i) {
+    int fd = open(argv[i], O_RDONLY);
+    if (fd < 0) {
+      perror(argv[i]);
+      return 2;
+    }
+    struct header h;
+    memset(&h, 0, sizeof(h)); /* a child that gets no data sees zeros, not the last header */
+    if (read_all(fd, &h, sizeof(h)) != 0 || memcmp(h.magic, "REC1", 4) != 0 || h.count > 100000) {
+      fprintf(stderr, "%s: not a record file\n", argv[i]);
+      if (huge_on_bad && read(fd, huge, sizeof(huge)) < 0) perror(argv[i]);
+      return 1;
+    }
+    unsigned char* records = malloc((size_t)h.count * 64 + 1);
+    /* In two reads, as a program reads a table and then what it points to. */
+    const size_t half = (size_t)h.count / 2 * 64;
+    if (read_all(fd, records, half) != 0 ||
+        read_all(fd, records + half, (size_t)h.count * 64 - half) != 0) {
+      fprintf(stderr, "%s: short\n", argv[i]);
+      return 1;
+    }
+    uint64_t sum = 14695981039346656037ull;
+    for (uint32_t r = 0; r < h.count; ++r) sum = mix(sum, records + r * 64);
+    free(records);
+    close(fd);
+    if (sum != h.sum) {
+      fprintf(stderr, "%s: bad checksum\n", argv[i]);
+      return 1;
+    }
+    const char* name = strrchr(argv[i], '/');
+    printf("%s %u %016llx\n", name != NULL ? name + 1 : argv[i], h.count, (unsigned long long)sum);
+    if (unlink_after != NULL) unlink(unlink_after);
+  }
+  return 0;
+}

@@ -1,0 +1,122 @@
+// The fixture of the libtipspec tests on a real tipfs mount (label integration; skipped without
+// /dev/fuse): a 4-disk volume with a 12 MiB cache in kernel data-cache mode, cold remounts, runs of
+// a program with and without `tipfs run` (in lockstep, forking at every read, so the child runs
+// ahead of the program on data nobody has read yet), and the mount's counters.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/speculate/spec_test_support.h"
+#include "tests/support/mount_fixture.h"
+
+namespace tipfs::spec::testing {
+
+using tipfs::testing::MountedTest;
+using tipfs::testing::TipfsBinary;
+using tipfs::testing::VolumeSpec;
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+inline bool HaveProgram(const std::string& name) {
+  return system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A number from the mount's .tipfs/stats.json.
+inline uint64_t MountCounter(const std::string& mountpoint, const std::string& key) {
+  std::string json = ReadFile(mountpoint + "/.tipfs/stats.json");
+  size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+class SpecMountTest : public MountedTest {
+ protected:
+  VolumeSpec Spec() const override {
+    VolumeSpec spec;
+    spec.mount_args = "--cache-size 12M --data-cache " + DataCache() + " " + MoreMountArgs();
+    return spec;
+  }
+  virtual std::string DataCache() const { return "kernel"; }
+  virtual std::string MoreMountArgs() const { return ""; }
+
+  // Unmount and mount again: an empty daemon cache and no page cache of the mount.
+  void Remount() {
+    ASSERT_EQ(mount_->Unmount(), "");
+    ASSERT_EQ(mount_->Mount(), "");
+  }
+
+  // Runs argv (cwd: the mount root) cold, plainly; then cold again under `tipfs run`, in
+  // lockstep, forking at every read, waiting for no data. Compares stdout (or the file
+  // `output`), expects speculation to have run, returns the speculated run's stdout.
+  std::string ExpectSameOutput(const std::vector<std::string>& argv, const std::string& output = "",
+                               const Environment& extra = {}) {
+    Remount();
+    RunResult plain = scratch_.Run(argv, false, mount_->mountpoint());
+    EXPECT_EQ(plain.exit_status, 0) << argv[0] << ": " << plain.out.substr(0, 500);
+    if (!output.empty()) plain.out = ReadFile(output);
+    EXPECT_FALSE(plain.out.empty()) << argv[0];
+    if (!output.empty()) unlink(output.c_str());
+    scratch_.ClearLogs();
+    Remount();
+    RunResult speculated = RunSpeculated(argv, extra);
+    if (!output.empty()) speculated.out = ReadFile(output);
+    EXPECT_EQ(speculated.exit_status, 0) << argv[0];
+    EXPECT_TRUE(speculated.out == plain.out) << argv[0] << ": outputs differ";
+    auto stats = scratch_.Stats();
+    EXPECT_GE(stats["forks"], 1u) << argv[0];
+    EXPECT_GE(stats["hints_consumed"], 1u) << argv[0] << " was not speculated on";
+    return speculated.out;
+  }
+
+  RunResult RunSpeculated(const std::vector<std::string>& argv, const Environment& extra = {}) {
+    std::vector<std::string> command = {
+        TipfsBinary(),         "run", "--mount", mount_->mountpoint(), "--stats-file",
+        scratch_.stats_file(), "--"};
+    command.insert(command.end(), argv.begin(), argv.end());
+    Environment environment = {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH},
+                               {"TIPSPEC_LOCKSTEP", "1"},
+                               {"TIPSPEC_STALL_USEC", "0"},
+                               {"TIPSPEC_WAIT", "0"}};
+    environment.insert(environment.end(), extra.begin(), extra.end());
+    return scratch_.Run(command, false, mount_->mountpoint(), environment);
+  }
+
+  // A tree of text files of assorted sizes under the mount.
+  void MakeTree(const std::string& relative, int dirs, int files_per_dir) {
+    for (int d = 0; d < dirs; ++d) {
+      std::string dir = Path(relative + "/dir" + std::to_string(d));
+      std::filesystem::create_directories(dir);
+      for (int f = 0; f < files_per_dir; ++f) {
+        WriteFile(dir + "/file" + std::to_string(f) + ".txt",
+                  MakeText(d * 100 + f, 3000 + 9000 * ((d * 7 + f) % 11)));
+      }
+    }
+  }
+
+  std::vector<std::string> FilesUnder(const std::string& relative) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(Path(relative))) {
+      if (entry.is_regular_file()) files.push_back(entry.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
+  SpecScratch scratch_;
+};
+
+// Emulated disks (hdd): each of the program's reads of a cold file takes milliseconds, and the
+// child (in lockstep one logged read ahead, and otherwise free) reads the next file meanwhile.
+class SpecMountSlowDisksTest : public SpecMountTest {
+ protected:
+  std::string MoreMountArgs() const override { return "--disk-model hdd"; }
+};
+
+}  // namespace tipfs::spec::testing

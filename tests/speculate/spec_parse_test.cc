@@ -1,0 +1,172 @@
+// Speculation for programs that parse what they read (issue 10), on a real mount (label
+// integration). A speculating child that reads data it did not get goes on with zeros, which a
+// parser rejects: its reads up to and including that one are clean (the program will make them),
+// later ones tainted. These tests run parsers that exit non-zero on bad data, in lockstep (the
+// child always reads before the program, so it always meets cold data), and check what a user
+// would: the same output, clean hints consumed after children ended, tainted hints within their
+// budget, and, on a second run, children waiting at the read site that killed the first run's.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/speculate/spec_mount_fixture.h"
+
+namespace tipfs::spec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SpecParseTest : public SpecMountTest {
+ protected:
+  void SetUp() override {
+    SpecMountTest::SetUp();
+    if (mount_ == nullptr || !mount_->mounted()) return;
+    state_dir_ = scratch_.root() + "/state";  // learned sites go here, not to $HOME
+    fs::create_directories(Path("records"));
+    ASSERT_EQ(RunCommand(std::string(PARSE_RECORDS) + " --make 24 " + Path("records")), 0);
+    for (int i = 0; i < 24; ++i) {
+      char name[32];
+      snprintf(name, sizeof(name), "records/rec%03d.bin", i);
+      files_.push_back(name);
+    }
+  }
+
+  static int RunCommand(const std::string& command) {
+    return tipfs::testing::RunCommand(command + " 2>&1");
+  }
+
+  std::vector<std::string> Parser() const {
+    std::vector<std::string> argv = {PARSE_RECORDS};
+    argv.insert(argv.end(), files_.begin(), files_.end());
+    return argv;
+  }
+
+  // Plain and speculated, both cold; the speculated run with `extra` set. Returns its counters.
+  std::map<std::string, uint64_t> CompareRuns(const std::vector<std::string>& argv,
+                                              const Environment& extra, int exit_status = 0) {
+    Remount();
+    RunResult plain = scratch_.Run(argv, false, mount_->mountpoint());
+    EXPECT_EQ(plain.exit_status, exit_status) << plain.out.substr(0, 300);
+    scratch_.ClearLogs();
+    Remount();
+    Environment environment = {{"TIPSPEC_STATE_DIR", state_dir_}};
+    environment.insert(environment.end(), extra.begin(), extra.end());
+    RunResult speculated = RunSpeculated(argv, environment);
+    EXPECT_EQ(speculated.exit_status, exit_status);
+    EXPECT_TRUE(speculated.out == plain.out) << "outputs differ:\n"
+                                             << plain.out.substr(0, 300) << "\nand\n"
+                                             << speculated.out.substr(0, 300);
+    return scratch_.Stats();
+  }
+
+  std::string state_dir_;
+  std::vector<std::string> files_;
+};
+
+// Each child reads the next file's header without its data, fails the magic check on zeros and
+// exits 1 (ends). What it read up to that header was real: those hints are consumed by the
+// program, and libtipspec's figure of consumed hints is the mount's own.
+TEST_F(SpecParseTest, AParserGivesItsOutputAndChildrenEndingOnGarbageLeaveCleanHintsUsed) {
+  std::map<std::string, uint64_t> stats = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "0"}});
+  EXPECT_GE(stats["child_ended_program_exit"], 1u) << "no child ended on garbage";
+  EXPECT_GE(stats["hints_clean"], 1u);
+  const uint64_t clean = MountCounter(mount_->mountpoint(), "hints.speculative.consumed");
+  const uint64_t tainted = MountCounter(mount_->mountpoint(), "hints.speculative_tainted.consumed");
+  EXPECT_GE(clean, 1u) << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
+  EXPECT_EQ(stats["hints_consumed"], clean + tainted) << "libtipspec and the mount disagree";
+  EXPECT_EQ(stats["mount_consumed_clean"], clean);
+}
+
+TEST_F(SpecParseTest, APythonJsonLoaderGivesItsOutputUnderSpeculation) {
+  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+  fs::create_directories(Path("json"));
+  for (int i = 0; i < 20; ++i) {
+    std::string body = "{\"id\": " + std::to_string(i) + ", \"values\": [";
+    for (int k = 0; k < 50 + 31 * i; ++k) body += (k ? ", " : "") + std::to_string(k * i % 977);
+    WriteFile(Path("json/sample" + std::to_string(i) + ".json"), body + "]}\n");
+  }
+  const std::string script = scratch_.root() + "/load.py";
+  WriteFile(script,
+            "import json, os, random, sys\n"
+            "names = sorted(os.listdir('json'))\n"
+            "random.Random(7).shuffle(names)\n"
+            "total = 0\n"
+            "for name in names:\n"
+            "    with open(os.path.join('json', name)) as f:\n"
+            "        sample = json.load(f)\n"
+            "    total += sum(sample['values'])\n"
+            "    print(name, sample['id'], total)\n");
+  std::map<std::string, uint64_t> stats = CompareRuns({"python3", script}, {{"TIPSPEC_WAIT", "0"}});
+  EXPECT_GE(stats["forks"], 1u);
+  EXPECT_GE(stats["child_ended_program_exit"] + stats["child_ended_forbidden"] +
+                stats["offtrack_mismatch"],
+            1u)
+      << "no child took json's error path";
+  EXPECT_GE(MountCounter(mount_->mountpoint(), "hints.speculative.consumed"), 1u);
+}
+
+// On a bad header the program reads up to 64 MiB of the file in one call. The child meets zeros
+// in the header of a file that is no record file and hints that huge read (its own bound on
+// tainted bytes raised); the mount keeps at most its tainted budget (mounted with 64 KiB, less
+// than one FUSE read of the child) outstanding and trims the rest. The program itself finds the
+// real header bad too.
+class SpecParseBudgetTest : public SpecParseTest {
+ protected:
+  std::string MoreMountArgs() const override { return "--tainted-hint-budget 64K"; }
+};
+
+TEST_F(SpecParseBudgetTest, TaintedHintsNeverExceedTheirBudget) {
+  WriteFile(Path("big"), std::string(4 << 20, 'f'));
+  std::vector<std::string> argv = {PARSE_RECORDS, "--huge-on-bad", files_[0], "big"};
+  std::map<std::string, uint64_t> stats =
+      CompareRuns(argv,
+                  {{"TIPSPEC_WAIT", "0"},
+                   {"TIPSPEC_MAX_TAINTED_BYTES", "64M"},
+                   {"TIPSPEC_MAX_AHEAD_BYTES", "64M"}},
+                  /*exit_status=*/1);  // "big" is no record file: the program says so
+  EXPECT_GE(stats["hints_tainted"], 1u);
+  const std::string mnt = mount_->mountpoint();
+  EXPECT_LE(MountCounter(mnt, "hints.tainted.outstanding_max.bytes"), 64u << 10);
+  EXPECT_GT(MountCounter(mnt, "hints.tainted.trimmed.bytes"), 0u)
+      << ReadFile(mnt + "/.tipfs/stats");
+}
+
+// The first run's children die at the header read (zeros fail the magic): that read site is
+// learned and kept in the state directory. The second run starts knowing it, and its children
+// wait there (the data is hinted first), parse real headers and go on.
+TEST_F(SpecParseTest, ASecondRunWaitsAtTheSiteThatKilledTheFirstRunsChildren) {
+  std::map<std::string, uint64_t> first = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_GE(first["sites_learned"], 1u) << "nothing learned";
+  EXPECT_EQ(first["sites_known"], 0u);
+  ASSERT_TRUE(fs::exists(state_dir_ + "/sites")) << "learned sites are not kept";
+  std::map<std::string, uint64_t> second = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_GE(second["sites_known"], 1u);
+  EXPECT_GE(second["waits_at_sites"], 1u) << "no child waited at the learned site";
+  // Waiting at the header, a child gets real data and parses more than one file.
+  EXPECT_LT(second["forks"], first["forks"]);
+}
+
+// The program reads each file's header (cold: it stalls), then its records in two reads (cached).
+// A child forked after the header's stall logs the second records read, which the program uses,
+// and ends at the linker-like unlink after the file; the next child is forked at the program's
+// very next read, the next header, which did not follow a stall: without that rule nothing
+// would fork until after the next header's.
+class SpecParseSlowDisksTest : public SpecParseTest {
+ protected:
+  std::string MoreMountArgs() const override {
+    return "--disk-model hdd";
+  }  // a cold read takes milliseconds
+};
+
+TEST_F(SpecParseSlowDisksTest, AfterAUsefulChildEndsTheNextIsForkedAtOnce) {
+  std::vector<std::string> argv = {PARSE_RECORDS, "--unlink-after", scratch_.root() + "/tmp"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  std::map<std::string, uint64_t> stats =
+      CompareRuns(argv, {{"TIPSPEC_WAIT", "learned"}, {"TIPSPEC_STALL_USEC", "5000"}});
+  EXPECT_GE(stats["child_ended_forbidden"], 2u);
+  EXPECT_GE(stats["forks_at_once"], 1u) << "every fork waited for a stall";
+}
+
+}  // namespace
+}  // namespace tipfs::spec::testing
