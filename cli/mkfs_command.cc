@@ -69,7 +69,8 @@ Runner AddMkfsCommand(CLI::App* app) {
       ->check(SizeValidator());
   app->add_option("--meta", args->meta_dir,
                   "Local directory for the metadata store (default: the first directory disk; "
-                  "needed when every disk is a RADOS pool)");
+                  "needed when every disk is a RADOS pool)")
+      ->option_text("DIR");
   app->add_option("--rados-object-size", args->rados_object_size,
                   "Bytes per RADOS object of a file's data: a power of two, 4K to 128M "
                   "(default 4M)")

@@ -67,7 +67,7 @@ class RadosVolumeTest : public ::testing::Test {
 };
 
 TEST_F(RadosVolumeTest, MixedVolumeOfDirectoriesAndNamespaces) {
-  const std::vector<std::string> disks = {tmp_.Sub("d0"), Namespace("m1"), tmp_.Sub("d2"),
+  const std::vector<std::string> disks = {tmp_.MakeDir("d0"), Namespace("m1"), tmp_.MakeDir("d2"),
                                           Namespace("m3")};
   Result<Label> made = Make(disks);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
@@ -99,7 +99,7 @@ TEST_F(RadosVolumeTest, VolumeOfNamespacesOnlyKeepsItsMetadataInANamedDirectory)
   Result<Label> refused = Make(disks);
   ExpectOneLine(refused.status(), EINVAL, "every disk is a RADOS pool: name a local directory");
   EXPECT_TRUE(NamespaceObjects(NamespaceOf(disks[0])).empty()) << "a refused mkfs wrote";
-  const std::string meta = tmp_.Sub("meta");
+  const std::string meta = tmp_.MakeDir("meta");
   Result<Label> made = Make(disks, meta);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   EXPECT_EQ(HomeDir(*made), meta);
@@ -116,9 +116,9 @@ TEST_F(RadosVolumeTest, VolumeOfNamespacesOnlyKeepsItsMetadataInANamedDirectory)
 }
 
 TEST_F(RadosVolumeTest, OpenRefusesMissingForeignAndReorderedNamespaces) {
-  const std::vector<std::string> disks = {tmp_.Sub("d0"), Namespace("a1"), Namespace("a2")};
+  const std::vector<std::string> disks = {tmp_.MakeDir("d0"), Namespace("a1"), Namespace("a2")};
   ASSERT_TRUE(Make(disks).ok());
-  const std::vector<std::string> others = {tmp_.Sub("o0"), Namespace("b1")};
+  const std::vector<std::string> others = {tmp_.MakeDir("o0"), Namespace("b1")};
   ASSERT_TRUE(Make(others).ok());
   const std::string saved = Namespace("saved");
   CopyLabel(disks[1], saved);
@@ -155,7 +155,7 @@ TEST_F(RadosVolumeTest, OpenRefusesMissingForeignAndReorderedNamespaces) {
 TEST_F(RadosVolumeTest, MkfsRefusesWhatIsNotItsOwnAndForceErasesOnlyTipfsObjects) {
   const std::string a = Namespace("f0");
   const std::string b = Namespace("f1");
-  const std::string meta = tmp_.Sub("meta");
+  const std::string meta = tmp_.MakeDir("meta");
   {  // someone else's object in the namespace
     RadosConnections c;
     auto ns = c.OpenNamespace(*ParseDiskName(b));
@@ -170,7 +170,7 @@ TEST_F(RadosVolumeTest, MkfsRefusesWhatIsNotItsOwnAndForceErasesOnlyTipfsObjects
   // A volume's namespace is refused without force, naming the volume...
   Result<Label> first = ReadLabel(a);
   ASSERT_TRUE(first.ok());
-  ExpectOneLine(Make({a}, tmp_.Sub("meta2")).status(), EEXIST,
+  ExpectOneLine(Make({a}, tmp_.MakeDir("meta2")).status(), EEXIST,
                 "mkfs: " + a + " already holds a tipfs volume (volume " + first->volume_uuid);
   // ...and erased with force: its parts go, the other object stays.
   {
@@ -182,7 +182,7 @@ TEST_F(RadosVolumeTest, MkfsRefusesWhatIsNotItsOwnAndForceErasesOnlyTipfsObjects
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     EXPECT_EQ(NamespaceObjects(NamespaceOf(b)).size(), 5u);  // label, other, 3 parts of 1 MiB
     // Mounted (the volume holds its leases): not even --force erases it.
-    ExpectOneLine(Make({a, b}, tmp_.Sub("meta3"), true).status(), EBUSY,
+    ExpectOneLine(Make({a, b}, tmp_.MakeDir("meta3"), true).status(), EBUSY,
                   "is mounted by tipfs pid " + std::to_string(getpid()));
   }
   ASSERT_TRUE(Make({a, b}, meta, /*force=*/true).ok());

@@ -357,7 +357,7 @@ TEST_F(VolumeTest, OpenFindsAVolumeWhoseDirectoriesMoved) {
 TEST_F(VolumeTest, MetadataDirectoryApartFromTheDisks) {
   SKIP_WITHOUT_IO_URING();
   auto dirs = MakeDirs(2);
-  const std::string home = tmp_.Sub("home");
+  const std::string home = tmp_.MakeDir("home");
   MkfsOptions o;
   o.disks = dirs;
   o.meta_dir = home;
