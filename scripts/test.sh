@@ -2,8 +2,9 @@
 # Installs and builds (scripts/setup.sh, warnings as errors), checks the tree's form (clang-format;
 # clang's -Wthread-safety over the lock annotations; a Release -O3 build as users make), then
 # runs the whole test suite: unit tests and the integration tests that mount real tipfs volumes,
-# then the sanitizer runs (scripts/sanitize.sh: the tests labelled sanitize, the load test among
-# them, under ASan+UBSan and under TSan).
+# then stress on real mounts (scripts/stress.sh: stress-ng file stressors, fio verify=crc32c
+# across stripe units, both data-cache modes), then the sanitizer runs (scripts/sanitize.sh: the
+# tests labelled sanitize, the load test among them, under ASan+UBSan and under TSan).
 # `--long` adds the long crash/soak runs; `--no-sanitize` skips the sanitizer builds.
 # Leaves no mount behind, also when tests fail.
 set -euo pipefail
@@ -26,4 +27,5 @@ source scripts/lib/test_tmp.sh
 trap cleanup_test_tmp EXIT
 
 ctest --test-dir build --output-on-failure -j"$(nproc)" "${LABELS[@]}"
+./scripts/stress.sh
 if (( SANITIZE )); then ./scripts/sanitize.sh both; fi
