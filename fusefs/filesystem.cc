@@ -353,6 +353,8 @@ Status FileSystem::Fsync(Ino ino, bool data_only) {
 
 Status FileSystem::Release(Ino ino) {
   if (inodes_.Close(ino) > 0) return Status::OK();
+  // The last close writes back the size and times its writes left in memory (meta/inode_cache.h).
+  TIPFS_RETURN_IF_ERROR(meta_->WriteBack());
   Result<Inode> inode = meta_->Get(ino);
   if (!inode.ok()) return inode.error() == ENOENT ? Status::OK() : inode.status();
   return ReclaimIfUnused(*inode);

@@ -2,7 +2,9 @@
 // Status or Result; the FUSE bridge (fuse_bridge.cc) turns them into exactly one reply. Tests call
 // this class directly over MemDisks and a temporary metadata store, without a mount.
 //
-// Metadata goes to MetaStore (one atomic batch per operation), file data through the FileCache
+// Metadata goes to MetaStore (one atomic batch per operation; the size and times a write(2)
+// changes stay in its in-memory inode until the next batch, fsync, the last close or its
+// write-back timer, never written after a later operation), file data through the FileCache
 // (which owns coherency with the disks). Lifetime of file data: an inode whose link count reaches
 // 0 is an orphan (recorded in the same batch); its data is reclaimed at the last close, or at
 // the next mount after a crash (Recover).
