@@ -82,6 +82,10 @@ class FileSystem {
                             int flags);
   Result<size_t> Read(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
                       char* out);
+  // The same without blocking and without copying: `done` runs exactly once with references to
+  // the cache's buffers, inline on a hit, else from the disk completion (FUSE replies from it).
+  void ReadAsync(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
+                 std::function<void(Result<cache::ReadData>)> done);
   // A write by `caller`: before the data lands, a writer without CAP_FSETID takes S_ISUID away,
   // and S_ISGID when the file is group-executable (the kernel's should_remove_suid), so no one
   // can run a set-id program whose bytes another user changed. The 4-argument form writes as the
