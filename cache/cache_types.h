@@ -3,7 +3,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cache/hint_stream.h"
@@ -88,6 +90,19 @@ struct ReadContext {
   uint32_t shared_owner = 0;
   // kSpeculative until the child has read data it did not get, kSpeculativeTainted after.
   HintSource spec_source = HintSource::kSpeculative;
+};
+
+// A read's bytes as references into the cache's buffers, which never change once filled (a write
+// makes new ones): FUSE replies straight from them. `keep` holds a buffer while the slice is used.
+struct ReadSlice {
+  std::shared_ptr<const char[]> keep;
+  const char* data = nullptr;
+  size_t length = 0;
+};
+struct ReadData {
+  std::vector<ReadSlice> slices;
+  size_t bytes = 0;  // min(length, file_size - offset); 0 at/after EOF
+  void CopyTo(char* out) const;
 };
 
 // One hinted range of a file, resolved by fusefs: inode, offset, length clipped to end of file

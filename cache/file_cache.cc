@@ -46,21 +46,34 @@ uint32_t TailWindowFor(uint64_t capacity_blocks) {
 }  // namespace
 
 Status CopyParts(const std::vector<ReadPart>& parts, uint64_t first_block, uint32_t block_size,
-                 uint64_t offset, uint64_t length, char* out) {
+                 uint64_t offset, uint64_t length, char* out, ReadData* shared) {
   const uint64_t end = offset + length;
   for (size_t i = 0; i < parts.size(); ++i) {
     const ReadPart& part = parts[i];
-    const char* src = part.data.get();
-    if (src == nullptr) {
+    const std::shared_ptr<char[]>* buffer = &part.data;
+    if (*buffer == nullptr) {
       if (!part.fetch->status.ok()) return part.fetch->status;
-      src = part.fetch->buffer.get();
+      buffer = &part.fetch->buffer;
     }
     const uint64_t block_start = (first_block + i) * block_size;
     const uint64_t lo = std::max(offset, block_start);
     const uint64_t hi = std::min(end, block_start + block_size);
-    std::memcpy(out + (lo - offset), src + (lo - block_start), hi - lo);
+    const char* src = buffer->get() + (lo - block_start);
+    if (out != nullptr) {
+      std::memcpy(out + (lo - offset), src, hi - lo);
+    } else {
+      shared->slices.push_back(ReadSlice{*buffer, src, static_cast<size_t>(hi - lo)});
+    }
   }
+  if (shared != nullptr) shared->bytes = length;
   return Status::OK();
+}
+
+void ReadData::CopyTo(char* out) const {
+  for (const ReadSlice& slice : slices) {
+    std::memcpy(out, slice.data, slice.length);
+    out += slice.length;
+  }
 }
 
 FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
@@ -93,6 +106,10 @@ void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
 
 FileCache::~FileCache() {
   manager_->Stop();
+  WaitForFetches();
+}
+
+void FileCache::WaitForFetches() {
   MutexLock lock(&mu_);
   while (fetches_in_flight_ != 0) idle_cv_.Wait(&mu_);
 }
@@ -243,11 +260,10 @@ void FileCache::DropBlocks(uint64_t ino, uint64_t first, uint64_t last) {
   for (Block* b : blocks) table_.Erase(b);
 }
 
-std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint64_t ino,
-                                                   uint64_t offset, size_t length,
-                                                   uint64_t file_size, char* out,
-                                                   std::function<void(Result<size_t>)> done,
-                                                   std::shared_ptr<PendingRead>* pending_out) {
+std::optional<Result<size_t>> FileCache::StartRead(
+    const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length, uint64_t file_size,
+    char* out, ReadData* shared, std::function<void(Result<size_t>)> done,
+    std::function<void(Result<ReadData>)> shared_done, std::shared_ptr<PendingRead>* pending_out) {
   if (length == 0 || offset >= file_size) return Result<size_t>(size_t{0});
   // Time here is the cache's (Figure 5.9's breakdown); the copy is a nested section.
   PerfSection lookup(Subsystem::kCacheLookup);
@@ -339,6 +355,7 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
       pending->demand = !spec;
       pending->reader = reader;
       pending->done = std::move(done);
+      pending->shared_done = std::move(shared_done);
       pending->parts.assign(scratch.begin(), scratch.end());
       pending->remaining.store(waits, std::memory_order_relaxed);
       for (const ReadPart& part : pending->parts) {
@@ -366,7 +383,7 @@ std::optional<Result<size_t>> FileCache::StartRead(const ReadContext& ctx, uint6
   Status st;
   {
     PerfSection copy(Subsystem::kDataCopy);
-    st = CopyParts(scratch, first, block_size_, offset, n, out);
+    st = CopyParts(scratch, first, block_size_, offset, n, out, shared);
   }
   scratch.clear();
   if (!spec) {
@@ -398,12 +415,12 @@ stripe::DiskRequest::Purpose FileCache::PurposeOf(const Block& block) {
   return Purpose::kDemand;
 }
 
-Result<size_t> FileCache::FinishPending(PendingRead* read) {
+Result<size_t> FileCache::FinishPending(PendingRead* read, ReadData* shared) {
   Status st;
   {
     PerfSection copy(Subsystem::kDataCopy);
     st = CopyParts(read->parts, read->first_block, read->block_size, read->offset, read->length,
-                   read->out);
+                   read->out, shared);
   }
   read->parts.clear();
   if (read->demand) {
@@ -423,7 +440,7 @@ Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t of
                                uint64_t file_size, char* out) {
   std::shared_ptr<PendingRead> pending;
   std::optional<Result<size_t>> result =
-      StartRead(ctx, ino, offset, length, file_size, out, nullptr, &pending);
+      StartRead(ctx, ino, offset, length, file_size, out, nullptr, nullptr, nullptr, &pending);
   if (result.has_value()) return std::move(*result);
   stripe::IoRing::FlushThisThread();
   {
@@ -431,15 +448,26 @@ Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t of
     MutexLock lock(&pending->mu);
     while (!pending->complete) pending->cv.Wait(&pending->mu);
   }
-  return FinishPending(pending.get());
+  return FinishPending(pending.get(), nullptr);
 }
 
 void FileCache::ReadAsync(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
                           uint64_t file_size, char* out, std::function<void(Result<size_t>)> done) {
   std::shared_ptr<PendingRead> pending;
   std::optional<Result<size_t>> result =
-      StartRead(ctx, ino, offset, length, file_size, out, done, &pending);
+      StartRead(ctx, ino, offset, length, file_size, out, nullptr, done, nullptr, &pending);
   if (result.has_value()) done(std::move(*result));
+}
+
+void FileCache::ReadShared(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                           uint64_t file_size, std::function<void(Result<ReadData>)> done) {
+  std::shared_ptr<PendingRead> pending;
+  ReadData data;
+  std::optional<Result<size_t>> result =
+      StartRead(ctx, ino, offset, length, file_size, nullptr, &data, nullptr, done, &pending);
+  if (!result.has_value()) return;  // the fetches call done
+  if (!result->ok()) return done(result->status());
+  done(std::move(data));
 }
 
 void FileCache::DrainIssues() {
@@ -519,9 +547,18 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   for (const std::shared_ptr<PendingRead>& read : waiters) {
     if (read->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
     if (read->done) {
-      Result<size_t> result = FinishPending(read.get());
+      Result<size_t> result = FinishPending(read.get(), nullptr);
       auto done = std::move(read->done);
       done(std::move(result));
+    } else if (read->shared_done) {
+      ReadData data;
+      Result<size_t> result = FinishPending(read.get(), &data);
+      auto done = std::move(read->shared_done);
+      if (result.ok()) {
+        done(std::move(data));
+      } else {
+        done(result.status());
+      }
     } else {
       MutexLock lock(&read->mu);
       read->complete = true;

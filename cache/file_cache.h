@@ -58,6 +58,8 @@ class FileCache {
   // REQUIRES: io and clock outlive the cache. Invalid options are clamped (see ValidateOptions).
   FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options);
   ~FileCache();  // waits for fetches in flight
+  // Waits until no fetch is in flight (every waiting read has had its callback).
+  void WaitForFetches();
   FileCache(const FileCache&) = delete;
   FileCache& operator=(const FileCache&) = delete;
 
@@ -72,6 +74,10 @@ class FileCache {
   // else from a completion. `out` must stay valid until then.
   void ReadAsync(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
                  uint64_t file_size, char* out, std::function<void(Result<size_t>)> done);
+  // The same, handing out the bytes as references instead of copying them: `done` runs exactly
+  // once, inline on a hit, else on the thread that completed the last fetch it waited for.
+  void ReadShared(const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length,
+                  uint64_t file_size, std::function<void(Result<ReadData>)> done);
 
   // Write-through to the disks; cached blocks covering the range are updated (or dropped).
   Status Write(uint64_t ino, uint64_t offset, const char* data, size_t length);
@@ -121,11 +127,15 @@ class FileCache {
   friend class TipManager;  // its buffer operations below, under mu_
 
   // Read path (file_cache.cc).
+  // A hit copies into `out`, or (out == nullptr) hands out slices in *shared. A miss returns
+  // nullopt with *pending set: the fetches finish it (done, shared_done, or the blocking waiter).
   std::optional<Result<size_t>> StartRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
                                           size_t length, uint64_t file_size, char* out,
+                                          ReadData* shared,
                                           std::function<void(Result<size_t>)> done,
+                                          std::function<void(Result<ReadData>)> shared_done,
                                           std::shared_ptr<PendingRead>* pending);
-  Result<size_t> FinishPending(PendingRead* read);
+  Result<size_t> FinishPending(PendingRead* read, ReadData* shared);
   void OnFetchDone(Fetch* fetch, Status status);
   // Submits the fetches queued under mu_ (demand first).
   void DrainIssues() EXCLUDES(mu_);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/block_table.h"
+#include "cache/cache_types.h"
 #include "cache/tip_events.h"
 #include "cache/tip_model.h"
 #include "stripe/disk.h"
@@ -60,15 +61,17 @@ struct PendingRead {
   std::vector<ReadPart> parts;
   std::shared_ptr<ReaderTiming> reader;  // stamped with the read's end (T_cpu)
   std::atomic<uint32_t> remaining{0};
-  std::function<void(Result<size_t>)> done;  // empty for a blocking Read
+  std::function<void(Result<size_t>)> done;           // empty for a blocking Read
+  std::function<void(Result<ReadData>)> shared_done;  // ReadShared: out is null
 
   Mutex mu;
   CondVar cv;
   bool complete GUARDED_BY(mu) = false;
 };
 
-// Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i).
+// Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i),
+// or (out == nullptr) appends references to them to *shared.
 Status CopyParts(const std::vector<ReadPart>& parts, uint64_t first_block, uint32_t block_size,
-                 uint64_t offset, uint64_t length, char* out);
+                 uint64_t offset, uint64_t length, char* out, ReadData* shared = nullptr);
 
 }  // namespace tipfs::cache

@@ -294,6 +294,8 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
 
   int rc = session.Loop(options.fuse_threads);
   Status result = rc < 0 ? ErrnoStatus("FUSE session loop", -rc) : Status::OK();
+  // Reads still waiting for the disks reply from their completions: before the session goes.
+  cache.WaitForFetches();
 
   // Everything acknowledged becomes durable before the daemon exits.
   Status sync = fs.SyncAll();

@@ -288,6 +288,24 @@ Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint
   return n;
 }
 
+void FileSystem::ReadAsync(const cache::ReadContext& context, Ino ino, uint64_t offset,
+                           size_t length, std::function<void(Result<cache::ReadData>)> done) {
+  // No inode lock across the wait: a read comes with an open handle, so the file cannot be
+  // reclaimed meanwhile, and the cache keeps a read that overlaps a truncate or a write coherent
+  // (it returns the bytes before or after, never a mix that neither left).
+  Result<Inode> inode = GetAttr(ino);
+  if (!inode.ok()) return done(inode.status());
+  if (S_ISDIR(inode->mode)) return done(Status::FromErrno(EISDIR, "read of a directory"));
+  const bool atime_due = !context.speculative && AtimeDue(*inode);
+  cache_->ReadShared(
+      context, ino, offset, length, inode->size,
+      [this, done = std::move(done), atime_due, inode = *inode](Result<cache::ReadData> data) {
+        if (!data.ok()) return done(DataError(data.status()));
+        if (atime_due) UpdateAtime(inode);
+        done(std::move(data));
+      });
+}
+
 bool FileSystem::AtimeDue(const Inode& inode) const {
   if (atime_mode_ == AtimeMode::kNever) return false;
   if (atime_mode_ == AtimeMode::kEveryRead) return true;
@@ -353,6 +371,8 @@ Status FileSystem::Fsync(Ino ino, bool data_only) {
 
 Status FileSystem::Release(Ino ino) {
   if (inodes_.Close(ino) > 0) return Status::OK();
+  // The last close writes back the size and times its writes left in memory (meta/inode_cache.h).
+  TIPFS_RETURN_IF_ERROR(meta_->WriteBack());
   Result<Inode> inode = meta_->Get(ino);
   if (!inode.ok()) return inode.error() == ENOENT ? Status::OK() : inode.status();
   return ReclaimIfUnused(*inode);

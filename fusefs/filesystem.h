@@ -2,7 +2,9 @@
 // Status or Result; the FUSE bridge (fuse_bridge.cc) turns them into exactly one reply. Tests call
 // this class directly over MemDisks and a temporary metadata store, without a mount.
 //
-// Metadata goes to MetaStore (one atomic batch per operation), file data through the FileCache
+// Metadata goes to MetaStore (one atomic batch per operation; the size and times a write(2)
+// changes stay in its in-memory inode until the next batch, fsync, the last close or its
+// write-back timer, never written after a later operation), file data through the FileCache
 // (which owns coherency with the disks). Lifetime of file data: an inode whose link count reaches
 // 0 is an orphan (recorded in the same batch); its data is reclaimed at the last close, or at
 // the next mount after a crash (Recover).
@@ -80,6 +82,10 @@ class FileSystem {
                             int flags);
   Result<size_t> Read(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
                       char* out);
+  // The same without blocking and without copying: `done` runs exactly once with references to
+  // the cache's buffers, inline on a hit, else from the disk completion (FUSE replies from it).
+  void ReadAsync(const cache::ReadContext& context, Ino ino, uint64_t offset, size_t length,
+                 std::function<void(Result<cache::ReadData>)> done);
   // A write by `caller`: before the data lands, a writer without CAP_FSETID takes S_ISUID away,
   // and S_ISGID when the file is group-executable (the kernel's should_remove_suid), so no one
   // can run a set-id program whose bytes another user changed. The 4-argument form writes as the

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 
 #include <cstring>
@@ -377,11 +378,28 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   }
 }
 
-// One read buffer per FUSE worker thread, grown to the largest read seen (at most max_write).
-std::vector<char>& ThreadReadBuffer(size_t size) {
-  thread_local std::vector<char> buffer;
-  if (buffer.size() < size) buffer.resize(size);
-  return buffer;
+// Replies with the read's bytes where the cache holds them: one iovec per slice, adjacent
+// slices of one buffer merged, sent by one writev (fuse_reply_iov). fuse_reply_data would copy
+// several memory buffers into one first.
+void ReplyData(fuse_req_t req, const cache::ReadData& data) {
+  constexpr size_t kInlineSlices = 32;
+  iovec inline_iov[kInlineSlices];
+  std::vector<iovec> heap_iov;
+  iovec* iov = inline_iov;
+  if (data.slices.size() > kInlineSlices) {
+    heap_iov.resize(data.slices.size());
+    iov = heap_iov.data();
+  }
+  int count = 0;
+  for (const cache::ReadSlice& slice : data.slices) {
+    if (count > 0 &&
+        static_cast<const char*>(iov[count - 1].iov_base) + iov[count - 1].iov_len == slice.data) {
+      iov[count - 1].iov_len += slice.length;
+      continue;
+    }
+    iov[count++] = iovec{const_cast<char*>(slice.data), slice.length};
+  }
+  fuse_reply_iov(req, iov, count);
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
@@ -397,15 +415,20 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     handle.Done();
     return (void)fuse_reply_buf(req, reply.data(), reply.size());
   }
-  std::vector<char>& buffer = ThreadReadBuffer(size);
+  handle.Done();  // the data path needs only the inode number
   const fuse_ctx* ctx = fuse_req_ctx(req);
+  FuseBridge* bridge = Bridge(req);
   cache::ReadContext context =
-      ReadContextFor(static_cast<uint32_t>(ctx->pid), ctx->uid, Bridge(req)->hints(), fi->flags);
-  Result<size_t> n = Fs(req)->Read(context, ino, static_cast<uint64_t>(off), size, buffer.data());
-  if (!n.ok()) return ReplyStatus(req, n.status());
-  RecordTick(Bridge(req)->statistics(), FUSE_READ_OPS);
-  RecordTick(Bridge(req)->statistics(), FUSE_READ_BYTES, *n);
-  fuse_reply_buf(req, buffer.data(), *n);
+      ReadContextFor(static_cast<uint32_t>(ctx->pid), ctx->uid, bridge->hints(), fi->flags);
+  // Asynchronous: a miss returns this worker to the FUSE loop at once and the reply goes out from
+  // the completion, so the reads in flight are bounded by the disks' queues, not by the workers.
+  bridge->fs()->ReadAsync(context, ino, static_cast<uint64_t>(off), size,
+                          [req, bridge](Result<cache::ReadData> data) {
+                            if (!data.ok()) return ReplyStatus(req, data.status());
+                            RecordTick(bridge->statistics(), FUSE_READ_OPS);
+                            RecordTick(bridge->statistics(), FUSE_READ_BYTES, data->bytes);
+                            ReplyData(req, *data);
+                          });
 }
 
 void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,

@@ -4,8 +4,9 @@
 // RocksDB (MetaStore); this table holds only in-memory state and forgets an inode when the kernel
 // does and no handle is open.
 //
-// Thread-safe. Lock order: InodeTable::mu_ before nothing (it is a leaf: never call out while
-// holding it); InodeState::io_mutex is taken by callers without mu_ held.
+// Thread-safe, and sharded by inode number so that requests on different files never contend.
+// Lock order: a shard's mutex before nothing (a leaf: never call out while holding it);
+// InodeState::io_mutex is taken by callers without a shard's mutex held.
 #pragma once
 
 #include <atomic>
@@ -18,9 +19,9 @@
 namespace tipfs::fusefs {
 
 struct InodeState {
-  // Shared by reads and writes of the file's data; exclusive for truncation and reclamation,
-  // so a write never lands in an object that a concurrent truncate is shrinking. The outermost
-  // lock of the tree: held across one operation's FileCache and MetaStore calls.
+  // Shared by writes of the file's data; exclusive for truncation and reclamation, so a write
+  // never lands in an object that a concurrent truncate is shrinking. The outermost lock of the
+  // tree: held across one operation's FileCache and MetaStore calls.
   SharedMutex io_mutex;
   // The file may have S_ISUID or S_ISGID set (seen at open, create or chmod): its writes take the
   // bits away first, as the kernel does (FileSystem::Write). False means no write needs a look.
@@ -59,10 +60,16 @@ class InodeTable {
     uint32_t opens = 0;
     std::shared_ptr<InodeState> state = std::make_shared<InodeState>();
   };
-  void DropIfUnused(std::unordered_map<uint64_t, Entry>::iterator it) REQUIRES(mu_);
+  struct Shard {
+    mutable Mutex mu;
+    std::unordered_map<uint64_t, Entry> entries GUARDED_BY(mu);
+  };
+  static constexpr size_t kShards = 64;
+  Shard& ShardOf(uint64_t ino) const { return shards_[ino % kShards]; }
+  static void DropIfUnused(Shard& shard, std::unordered_map<uint64_t, Entry>::iterator it)
+      REQUIRES(shard.mu);
 
-  mutable Mutex mu_;
-  std::unordered_map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
+  mutable Shard shards_[kShards];
 };
 
 }  // namespace tipfs::fusefs

@@ -23,6 +23,7 @@ Status UnknownKey(std::string_view key, const std::string& what) {
 }  // namespace
 
 Result<StoreScan> MetaStore::Scan() {
+  TIPFS_RETURN_IF_ERROR(impl_->WriteBack());  // the records must say what the cache knows
   StoreScan scan;
   // One iterator is one implicit snapshot: every record below comes from the same state.
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions()));
@@ -115,7 +116,13 @@ Result<StoreScan> MetaStore::Scan() {
 
 Status MetaStore::ApplyRepair(const RepairBatch& repair) {
   if (repair.empty()) return Status::OK();
+  TIPFS_RETURN_IF_ERROR(impl_->WriteBack());
   MutexLock lock(&impl_->mu);
+  // The repair rewrites records behind the inode cache's back.
+  struct DropCachedInodes {
+    InodeCache* cache;
+    ~DropCachedInodes() { cache->DropClean(); }
+  } drop{impl_->inodes.get()};
   rocksdb::WriteBatch batch;
   for (const std::string& key : repair.delete_raw_keys) (void)batch.Delete(key);
   for (Ino ino : repair.delete_inodes) {

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -151,11 +153,46 @@ Time Time::Now() {
 // ---- StoreCore --------------------------------------------------------------------------------
 
 StoreCore::~StoreCore() {
+  if (write_back_thread.joinable()) {
+    {
+      MutexLock lock(&write_back_mu);
+      stopping = true;
+    }
+    write_back_cv.Signal();
+    write_back_thread.join();
+  }
   if (db == nullptr) return;
   // A clean close makes everything durable; nobody is left to report a failure to, and Sync()
   // is how a caller that cares learns of one.
+  if (inodes != nullptr) (void)WriteBack();
   (void)db->FlushWAL(/*sync=*/true);
   (void)db->Close();
+}
+
+void StoreCore::StartWriteBack(int64_t interval_ms) {
+  if (interval_ms <= 0) return;
+  write_back_thread = std::thread([this, interval_ms] {
+    MutexLock lock(&write_back_mu);
+    while (!stopping) {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);
+      while (!stopping && write_back_cv.WaitUntil(&write_back_mu, deadline)) {
+      }
+      if (stopping || inodes->dirty_count() == 0) continue;
+      lock.Unlock();
+      Status s = WriteBack();
+      if (!s.ok()) {
+        std::fprintf(stderr, "tipfs: write-back of attributes: %s\n", s.ToString().c_str());
+      }
+      lock.Lock();
+    }
+  });
+}
+
+Status StoreCore::WriteBack() {
+  if (inodes->dirty_count() == 0) return Status::OK();
+  Mutation m(this);
+  return m.Commit();
 }
 
 Status StoreCore::FromRocks(const rocksdb::Status& s, std::string_view what) const {
@@ -177,6 +214,19 @@ Result<std::optional<std::string>> StoreCore::GetRaw(const std::string& key,
 }
 
 Result<Inode> StoreCore::ReadInode(Ino ino, const rocksdb::Snapshot* snapshot) {
+  if (snapshot != nullptr) {
+    Result<Inode> inode = ReadStoredInode(ino, snapshot);
+    if (inode.ok()) inodes->OverlayDirty(&*inode);
+    return inode;
+  }
+  if (std::optional<InodeCache::Versioned> cached = inodes->Find(ino)) return cached->inode;
+  const uint64_t generation = inodes->Generation(ino);
+  Result<Inode> inode = ReadStoredInode(ino);
+  if (inode.ok()) inodes->InsertIfUnchanged(*inode, generation);
+  return inode;
+}
+
+Result<Inode> StoreCore::ReadStoredInode(Ino ino, const rocksdb::Snapshot* snapshot) {
   const std::string key = encoding::InodeKey(ino);
   auto raw = GetRaw(key, snapshot);
   if (!raw.ok()) return raw.status();
@@ -242,6 +292,12 @@ Result<bool> StoreCore::HasKeyWithPrefix(const std::string& prefix) {
 Result<Inode*> Mutation::Load(Ino ino) {
   auto it = inodes_.find(ino);
   if (it != inodes_.end()) return &it->second.inode;
+  if (std::optional<InodeCache::Versioned> cached = impl_->inodes->Find(ino)) {
+    std::string original = EncodeInode(cached->inode);
+    auto [pos, inserted] = inodes_.emplace(
+        ino, Loaded{std::move(cached->inode), std::move(original), cached->version});
+    return &pos->second.inode;
+  }
   const std::string key = encoding::InodeKey(ino);
   auto raw = impl_->GetRaw(key);
   if (!raw.ok()) return raw.status();
@@ -317,6 +373,7 @@ void Mutation::DropLink(Inode* inode, Time now) {
 
 void Mutation::DeleteInodeRecord(Ino ino) {
   inodes_.erase(ino);
+  deleted_.push_back(ino);
   --superblock_.inode_count;
   Delete(encoding::InodeKey(ino));
 }
@@ -339,19 +396,37 @@ Result<bool> Mutation::IsAncestorOrSelf(Ino ancestor, Ino dir) {
 
 Status Mutation::Commit() {
   impl_->mu.AssertHeld();  // held by this Mutation since its constructor
+  rocksdb::WriteBatch batch;
+  // Attributes that earlier writes changed go first: they happened before this mutation.
+  std::vector<InodeCache::Versioned> dirty = impl_->inodes->CollectDirty();
+  for (const InodeCache::Versioned& d : dirty) {
+    if (std::find(deleted_.begin(), deleted_.end(), d.inode.ino) != deleted_.end()) continue;
+    (void)batch.Put(encoding::InodeKey(d.inode.ino), EncodeInode(d.inode));
+  }
+  for (const auto& [key, value] : ops_) {
+    if (value) {
+      (void)batch.Put(key, *value);
+    } else {
+      (void)batch.Delete(key);
+    }
+  }
+  std::vector<InodeCache::Versioned> committed;
+  committed.reserve(inodes_.size());
   for (auto& [ino, loaded] : inodes_) {
     std::string encoded = EncodeInode(loaded.inode);
-    if (encoded != loaded.original) Put(encoding::InodeKey(ino), encoded);
+    if (encoded != loaded.original) (void)batch.Put(encoding::InodeKey(ino), encoded);
+    committed.push_back(InodeCache::Versioned{loaded.inode, loaded.version});
   }
   if (superblock_.next_ino != impl_->superblock.next_ino ||
       superblock_.inode_count != impl_->superblock.inode_count) {
-    Put(encoding::SuperblockKey(), encoding::EncodeSuperblock(superblock_));
+    (void)batch.Put(encoding::SuperblockKey(), encoding::EncodeSuperblock(superblock_));
   }
-  if (batch_.Count() == 0) return Status::OK();
-  rocksdb::Status s = impl_->db->Write(impl_->write_options, &batch_);
+  if (batch.Count() == 0) return Status::OK();
+  rocksdb::Status s = impl_->db->Write(impl_->write_options, &batch);
   if (!s.ok()) return impl_->FromRocks(s, "write");
   impl_->superblock = superblock_;
   impl_->inode_count.store(superblock_.inode_count, std::memory_order_relaxed);
+  impl_->inodes->AfterCommit(dirty, committed, deleted_);
   return Status::OK();
 }
 
@@ -372,6 +447,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(const std::string& path,
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->after_sync = options.after_sync;
+  impl->inodes = std::make_unique<InodeCache>(options.inode_cache_entries);
   rocksdb::Options rocks_options = MakeRocksOptions(options, &impl->block_cache);
   rocks_options.create_if_missing = true;
   rocks_options.error_if_exists = true;
@@ -397,6 +473,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Create(const std::string& path,
   rocksdb::Status s = impl->db->Write(sync_write, &batch);
   if (!s.ok()) return impl->FromRocks(s, "write superblock");
   impl->inode_count.store(1);
+  impl->StartWriteBack(options.write_back_interval_ms);
   return std::unique_ptr<MetaStore>(new MetaStore(std::move(impl)));
 }
 
@@ -410,6 +487,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(const std::string& path,
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->after_sync = options.after_sync;
+  impl->inodes = std::make_unique<InodeCache>(options.inode_cache_entries);
   rocksdb::Options rocks_options = MakeRocksOptions(options, &impl->block_cache);
   TIPFS_RETURN_IF_ERROR(OpenDb(path, rocks_options, &impl->db));
 
@@ -436,6 +514,7 @@ Result<std::unique_ptr<MetaStore>> MetaStore::Open(const std::string& path,
   MutexLock lock(&impl->mu);  // not shared yet; the lock only states what guards the superblock
   impl->superblock = std::move(*superblock);
   impl->inode_count.store(impl->superblock.inode_count);
+  impl->StartWriteBack(options.write_back_interval_ms);
   return std::unique_ptr<MetaStore>(new MetaStore(std::move(impl)));
 }
 
@@ -484,20 +563,20 @@ Result<Inode> MetaStore::SetAttr(Ino ino, const AttrChange& change) {
 }
 
 Result<Inode> MetaStore::RecordWrite(Ino ino, uint64_t end, Time now) {
-  Mutation m(impl_.get());
-  auto loaded = m.Load(ino);
-  if (!loaded.ok()) return loaded.status();
-  Inode* inode = *loaded;
-  if (S_ISDIR(inode->mode)) {
-    return Status::FromErrno(EISDIR, "write: inode " + std::to_string(ino) + " is a directory");
+  // In memory only: the next batch, fsync, last close or the write-back timer writes it.
+  Result<Inode> written = impl_->inodes->RecordWrite(ino, end, now);
+  if (written.error() != ENOENT) return written;
+  {
+    // Not cached: load it while no mutation can commit, so the record cannot be stale.
+    MutexLock lock(&impl_->mu);
+    Result<Inode> stored = impl_->ReadStoredInode(ino);
+    if (!stored.ok()) return stored.status();
+    impl_->inodes->Insert(*stored);
   }
-  if (end > inode->size) inode->size = end;
-  inode->mtime = now;
-  inode->ctime = now;
-  Inode result = *inode;
-  TIPFS_RETURN_IF_ERROR(m.Commit());
-  return result;
+  return impl_->inodes->RecordWrite(ino, end, now);
 }
+
+Status MetaStore::WriteBack() { return impl_->WriteBack(); }
 
 Result<std::string> MetaStore::ReadLink(Ino ino) {
   // One snapshot for the inode and its target: a concurrent DeleteInode removes both.
@@ -657,6 +736,7 @@ Result<Counts> MetaStore::GetCounts() {
 }
 
 Status MetaStore::Sync() {
+  TIPFS_RETURN_IF_ERROR(impl_->WriteBack());
   rocksdb::Status s = impl_->db->FlushWAL(/*sync=*/true);
   if (!s.ok()) return impl_->FromRocks(s, "sync write-ahead log");
   if (impl_->after_sync) impl_->after_sync();

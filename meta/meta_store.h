@@ -12,7 +12,8 @@
 // or after each operation. Inode numbers come from a persistent counter and are never reused.
 // An inode whose link count reaches 0 is marked orphan in the same batch; the file system
 // reclaims its data at the last close (or at the next mount after a crash) and then calls
-// DeleteInode. Thread-safe: reads run concurrently; mutations serialize on one mutex.
+// DeleteInode. Thread-safe: reads run concurrently and are served from an in-memory inode cache
+// (meta/inode_cache.h); mutations serialize on one mutex; RecordWrite takes only a cache shard.
 #pragma once
 
 #include <sys/types.h>
@@ -147,6 +148,11 @@ struct MetaStoreOptions {
   int max_open_files = 512;
   // Flush + compaction threads; metadata is small, and the daemon's CPU belongs to the I/O path.
   int background_jobs = 2;
+  // Inodes kept in memory (clean ones; those with attributes to write back come on top).
+  size_t inode_cache_entries = 1 << 16;
+  // How often attributes changed by writes are written back when nothing else wrote them
+  // (fsync, a file's last close, any namespace change); 0: only then.
+  int64_t write_back_interval_ms = 1000;
   // Called after each successful Sync(), on the thread that called it: crash tests observe the
   // points where metadata became durable. Empty by default.
   std::function<void()> after_sync;
@@ -195,8 +201,12 @@ class MetaStore {
                                       std::string_view new_name, unsigned flags, Time now);
 
   Result<Inode> SetAttr(Ino ino, const AttrChange& change);
-  // After a write of [.., end): size = max(size, end); mtime = ctime = now.
+  // After a write of [.., end): size = max(size, end); mtime = ctime = now. In memory: the
+  // record is written back with the next mutation, WriteBack, Sync or the write-back timer,
+  // always before any later operation's batch (so a crash keeps the operations' order).
   Result<Inode> RecordWrite(Ino ino, uint64_t end, Time now);
+  // Writes the attributes of RecordWrite calls back now (a file's last close).
+  Status WriteBack();
   Result<std::string> ReadLink(Ino ino);
 
   // All entries of a directory, sorted by name ("." and ".." are not stored).
@@ -215,7 +225,7 @@ class MetaStore {
   Status DeleteInode(Ino ino);
 
   Result<Counts> GetCounts();
-  // Makes every completed operation durable (syncs the write-ahead log).
+  // Makes every completed operation durable (writes back, then syncs the write-ahead log).
   Status Sync();
 
   // Reads every record (fsck, crash recovery). Records that do not decode are listed in

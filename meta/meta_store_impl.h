@@ -17,7 +17,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
+#include "meta/inode_cache.h"
 #include "meta/meta_encoding.h"
 #include "meta/meta_store.h"
 #include "util/mutex.h"
@@ -42,8 +45,21 @@ struct StoreCore {
   encoding::Superblock superblock GUARDED_BY(mu);
   // Mirrors superblock.inode_count for lock-free GetCounts; written under mu.
   std::atomic<uint64_t> inode_count{0};
+  // The inodes in use, and the attributes writes changed (written back by every batch).
+  std::unique_ptr<InodeCache> inodes;
+
+  // The write-back timer: a thread that commits dirty attributes every `write_back_interval`.
+  std::thread write_back_thread;
+  Mutex write_back_mu;
+  CondVar write_back_cv;
+  bool stopping GUARDED_BY(write_back_mu) = false;
 
   ~StoreCore();
+
+  // Starts the write-back timer (0 ms: none).
+  void StartWriteBack(int64_t interval_ms);
+  // Commits every dirty attribute now.
+  Status WriteBack() EXCLUDES(mu);
 
   // "metadata store <path>: <what>: <rocksdb message>" with an errno for the RocksDB status.
   Status FromRocks(const rocksdb::Status& s, std::string_view what) const;
@@ -51,8 +67,11 @@ struct StoreCore {
   // The raw value at `key`, std::nullopt when absent. `snapshot` may be null (latest state).
   Result<std::optional<std::string>> GetRaw(const std::string& key,
                                             const rocksdb::Snapshot* snapshot = nullptr);
-  // ENOENT when the inode does not exist.
+  // ENOENT when the inode does not exist. Served from the inode cache (and fills it) unless read
+  // through a snapshot; a snapshot's record gets the dirty attributes of the cached inode.
   Result<Inode> ReadInode(Ino ino, const rocksdb::Snapshot* snapshot = nullptr);
+  // The record in RocksDB, as stored (no cache).
+  Result<Inode> ReadStoredInode(Ino ino, const rocksdb::Snapshot* snapshot = nullptr);
   // A directory's inode: ENOENT when absent, ENOTDIR when it is not a directory.
   Result<Inode> ReadDirectory(Ino ino, const rocksdb::Snapshot* snapshot = nullptr);
   // The entry `name` of `parent`, std::nullopt when absent (the parent is not checked).
@@ -72,8 +91,10 @@ struct StoreCore {
 struct MetaStore::Impl : StoreCore {};
 
 // One mutation, built under StoreCore::mu, which it holds for its whole life (a scoped lock).
-// Inodes are loaded once and changed in place; Commit() writes the changed ones, the extra puts
-// and deletes and (when it changed) the superblock in one WriteBatch.
+// Inodes are loaded once (from the inode cache, with their dirty attributes) and changed in
+// place; Commit() writes, in one WriteBatch, every dirty inode of the cache first (see
+// inode_cache.h: what reaches the log is a prefix of the operations), then the extra puts and
+// deletes, the changed inodes and (when it changed) the superblock, and then updates the cache.
 class SCOPED_CAPABILITY Mutation {
  public:
   explicit Mutation(StoreCore* impl) ACQUIRE(impl->mu) : impl_(impl) {
@@ -104,8 +125,8 @@ class SCOPED_CAPABILITY Mutation {
 
   void PutEntry(Ino parent, std::string_view name, const Inode& child);
   void DeleteEntry(Ino parent, std::string_view name);
-  void Put(const std::string& key, const std::string& value) { (void)batch_.Put(key, value); }
-  void Delete(const std::string& key) { (void)batch_.Delete(key); }
+  void Put(const std::string& key, const std::string& value) { ops_.emplace_back(key, value); }
+  void Delete(const std::string& key) { ops_.emplace_back(key, std::nullopt); }
   // Drops one link; at 0 the inode becomes an orphan. Directories lose all links at once.
   void DropLink(Inode* inode, Time now);
   // Forgets a loaded inode and deletes its record (DeleteInode); pointers to it become invalid.
@@ -120,12 +141,14 @@ class SCOPED_CAPABILITY Mutation {
   struct Loaded {
     Inode inode;
     std::string original;  // encoding as read; empty for a new inode
+    uint64_t version = 0;  // the cache's write version when loaded (0: not cached)
   };
 
   StoreCore* const impl_;
   encoding::Superblock superblock_;
   std::map<Ino, Loaded> inodes_;  // node-based: pointers into it stay valid
-  rocksdb::WriteBatch batch_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> ops_;  // puts and deletes
+  std::vector<Ino> deleted_;
 };
 
 // ENOENT for a name that is not in a directory.

@@ -3,8 +3,11 @@
 # clang's -Wthread-safety over the lock annotations; a Release -O3 build as users make), then
 # runs the whole test suite: unit tests and the integration tests that mount real tipfs volumes;
 # then the tests labelled rados, against a one-node Ceph cluster that this script starts
-# (scripts/ceph-dev.sh) and always stops; then the sanitizer runs (scripts/sanitize.sh: the tests
-# labelled sanitize, the load test among them, under ASan+UBSan and under TSan).
+# (scripts/ceph-dev.sh) and always stops; then stress on real mounts (scripts/stress.sh:
+# stress-ng file stressors, fio verify=crc32c across stripe units, both data-cache modes); then
+# the sanitizer runs (scripts/sanitize.sh: the tests labelled sanitize, the load test among them,
+# under ASan+UBSan and under TSan). A failing step does not skip the later ones; the exit status
+# is nonzero if any failed.
 # `--long` adds the long crash/soak runs; `--no-sanitize` skips the sanitizer builds.
 # Leaves no mount behind, also when tests fail.
 set -euo pipefail
@@ -50,5 +53,6 @@ ctest --test-dir build --output-on-failure -j"$(nproc)" -L rados || status=$?
 ./scripts/ceph-dev.sh stop "$CEPH_DIR"
 unset TIPFS_CEPH_CONF TIPFS_CEPH_POOL TIPFS_REQUIRE_CEPH
 
+./scripts/stress.sh || status=$?
 if (( SANITIZE )); then ./scripts/sanitize.sh both || status=$?; fi
 exit "$status"

@@ -2,6 +2,7 @@
 // See child.h. Runs before the sandbox exists, but still uses RawSyscall and no allocation: the
 // fork may have happened while another thread of the program held the allocator's lock.
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -22,6 +23,9 @@ namespace {
 long Sys(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
   return RawSyscall(nr, a1, a2, a3, a4, a5);
 }
+
+// mseal(2), Linux 6.10 (x86-64; Debian 12's headers predate it).
+constexpr long kSysMseal = 462;
 
 [[noreturn]] void FailStartup(long syscall_nr) { End(EndReason::kStartupFailed, syscall_nr); }
 
@@ -64,12 +68,30 @@ int ListInheritedDescriptors() {
 // snapshot; for a descriptor another thread of the program opened since, where it stands now).
 // Every one must be recorded: a descriptor the child does not know it shares would later be
 // taken for one of its own. Nothing is done to a shared description but reading its position.
+// A pipe, socket, terminal or other stream the child inherited: it never reads one (a read ends
+// speculation: the data is the program's) nor writes one (writes are swallowed), but holding it
+// would keep the program's peers from seeing EOF or a hang-up once the program closes its end,
+// for as long as the child lives (paused at its run-ahead bound, say). /dev/null takes the
+// descriptor number, so that the program's later opens get the same numbers in the child as in
+// the program; the Desc still says what the descriptor was.
+void LetGoOfStream(int fd, long* null_fd) {
+  if (*null_fd < 0) {
+    *null_fd = Sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDWR | O_CLOEXEC);
+    if (*null_fd < 0) FailStartup(SYS_openat);
+  }
+  long fd_flags = Sys(SYS_fcntl, fd, F_GETFD);
+  long cloexec = fd_flags >= 0 && (fd_flags & FD_CLOEXEC) ? O_CLOEXEC : 0;
+  if (Sys(SYS_dup3, *null_fd, fd, cloexec) != fd) FailStartup(SYS_dup3);
+}
+
 void SnapshotInheritedDescriptors() {
   int highest = ListInheritedDescriptors();
+  long null_fd = -1;
   for (int fd = 0; fd <= highest; ++fd) {
     if (!IsInherited(fd) || g_state.config.sink->OwnsFd(fd)) continue;
     Desc* d = NewDescFor(fd, /*inherited=*/true);
     if (d == nullptr) FailStartup(SYS_fstat);
+    if (d->facts.kind == FdFacts::kOther) LetGoOfStream(fd, &null_fd);
     if (d->facts.kind != FdFacts::kRegular && d->facts.kind != FdFacts::kDirectory) continue;
     int64_t position = g_state.config.snapshot->Find(fd, d->facts.dev, d->facts.ino);
     if (position < 0) {
@@ -80,6 +102,7 @@ void SnapshotInheritedDescriptors() {
     if (d->facts.kind == FdFacts::kRegular) d->offset = static_cast<uint64_t>(position);
     if (d->facts.kind == FdFacts::kDirectory) d->dir_pos = position;
   }
+  if (null_fd >= 0) Sys(SYS_close, null_fd);  // its number may be a gap the program will fill
   // The runtime's private descriptors go above every inherited one; the sandbox lets it seek
   // nothing below (hazard 1 enforced by the kernel, not only by this code).
   g_state.private_fd_base = highest + 1 > kPrivateFdBase ? highest + 1 : kPrivateFdBase;
@@ -136,8 +159,14 @@ void ProtectSharedMapping(const char* line) {
   g_state.shared_regions[g_state.shared_region_count++] = Region{start, end};
   if (perms[1] == 'w') {
     int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
-    Sys(SYS_mprotect, start, end - start, prot);
+    // Left writable, a store would reach the program's memory or the file: no speculation then.
+    if (Sys(SYS_mprotect, start, end - start, prot) != 0) FailStartup(SYS_mprotect);
   }
+  // Sealed, no mprotect (not even one the SIGSYS handler issues by mistake), mremap or munmap
+  // can make it writable again. Kernels before 6.10 have no mseal: the handler's check of
+  // shared_regions is then the only guard.
+  long sealed = Sys(kSysMseal, start, end - start, 0);
+  if (sealed != 0 && sealed != -ENOSYS && sealed != -EINVAL) FailStartup(kSysMseal);
 }
 
 void ProtectSharedMappings() {
@@ -185,13 +214,15 @@ void BecomeSpeculativeChild(const ChildConfig& config) {
   struct rlimit no_core = {0, 0};
   RawSyscall(SYS_prlimit64, 0, RLIMIT_CORE, reinterpret_cast<long>(&no_core), 0);
   RawSyscall(SYS_prctl, PR_SET_DUMPABLE, 0);
+  // The program's pipes and sockets go first, still at the program's priority: at idle priority
+  // on a busy machine the child may wait long for a CPU, and a peer for its EOF meanwhile.
+  SnapshotInheritedDescriptors();
   // All of what follows concerns the child alone, and no code of the program runs before the
   // sandbox is in place: the program goes on reading meanwhile.
   struct sched_param idle = {};
   RawSyscall(SYS_sched_setscheduler, 0, SCHED_IDLE, reinterpret_cast<long>(&idle));
   RawSyscall(SYS_setpriority, PRIO_PROCESS, 0, 19);
 
-  SnapshotInheritedDescriptors();
   SilenceOutput();
   ProtectSharedMappings();
   InstallSigsysHandler();

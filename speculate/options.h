@@ -59,7 +59,9 @@ struct SpecOptions {
   // 0: no limit, neither budget nor back-off (tests). Neither applies in lockstep mode.
   double max_overhead_percent = 1.0;
   // TIPSPEC_LOCKSTEP=0|1 (default 0; tests and debugging): when the hint log has fallen behind,
-  // the program waits for the child instead of declaring it off track. Makes runs deterministic.
+  // the program waits for the child instead of declaring it off track, and a fork waits for a
+  // killed child to exit instead of being skipped while every hint log is still held. Makes runs
+  // deterministic.
   bool lockstep = false;
   // TIPSPEC_HINT_LOG=PATH (tests): send hints to this file (one line each) instead of ioctls;
   // the mount may then be a plain directory.

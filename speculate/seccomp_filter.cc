@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/fs.h>
+#include <linux/futex.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <string.h>
@@ -88,7 +89,6 @@ constexpr int kProgramAllowed[] = {
     SYS_pause,
     SYS_set_robust_list,
     SYS_set_tid_address,
-    SYS_futex,
     SYS_arch_prctl,
     SYS_rseq,
     SYS_membarrier,
@@ -116,12 +116,19 @@ constexpr int kProgramAllowed[] = {
 // arguments: calls that touch only the child (its memory, its descriptor table, its signal
 // handlers) or read. pread64/preadv read at an explicit offset and never move one.
 constexpr int kTrampolineAllowed[] = {
-    SYS_pread64,   SYS_preadv,      SYS_close,         SYS_fstat,        SYS_newfstatat,
-    SYS_futex,     SYS_readlinkat,  SYS_exit_group,    SYS_exit,         SYS_mmap,
-    SYS_munmap,    SYS_mprotect,    SYS_mremap,        SYS_rt_sigaction, SYS_rt_sigprocmask,
-    SYS_getpid,    SYS_gettid,      SYS_getppid,       SYS_dup,          SYS_dup3,
-    SYS_getrandom, SYS_sched_yield, SYS_clock_gettime, SYS_prlimit64,
+    SYS_pread64,     SYS_preadv,        SYS_close,        SYS_fstat,          SYS_newfstatat,
+    SYS_readlinkat,  SYS_exit_group,    SYS_exit,         SYS_mmap,           SYS_munmap,
+    SYS_mprotect,    SYS_mremap,        SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_getpid,
+    SYS_gettid,      SYS_getppid,       SYS_dup,          SYS_dup3,           SYS_getrandom,
+    SYS_sched_yield, SYS_clock_gettime,
 };
+
+// Futex operations the runtime may issue on shared memory (the hint log's words): waiting and
+// waking only. Requeue, wake-op and the priority-inheritance operations could move the
+// program's waiters or change its lock words; on private memory (FUTEX_PRIVATE_FLAG) every
+// operation concerns the child alone.
+constexpr uint32_t kTrampolineSharedFutex[] = {FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET,
+                                               FUTEX_WAKE_BITSET};
 
 // fcntl commands the runtime may issue: they read, or change only the child's descriptor table.
 constexpr uint32_t kTrampolineFcntl[] = {
@@ -172,6 +179,7 @@ class BpfAssembler {
   void JumpIfAtLeast(uint32_t k, Label yes, Label no = kNext) {
     Emit(BPF_JMP | BPF_JGE | BPF_K, k, yes, no);
   }
+  void And(uint32_t k) { Emit(BPF_ALU | BPF_AND | BPF_K, k, kNext, kNext); }
   // The index of the next instruction (for constants patched after assembly).
   uint32_t Position() const { return static_cast<uint32_t>(code_.size()); }
   void Return(uint32_t action) { Emit(BPF_RET | BPF_K, action, kNext, kNext); }
@@ -231,6 +239,9 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   auto fcntl_check = a.NewLabel();
   auto ioctl_check = a.NewLabel();
   auto self_check = a.NewLabel();
+  auto futex_check = a.NewLabel();
+  auto prlimit_check = a.NewLabel();
+  auto program_futex_check = a.NewLabel();
   auto tramp_allow = a.NewLabel();
   auto tramp_kill = a.NewLabel();
 
@@ -256,6 +267,8 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   a.JumpIfEqual(SYS_kill, self_check);
   a.JumpIfEqual(SYS_tgkill, self_check);
   a.JumpIfEqual(SYS_tkill, self_check);
+  a.JumpIfEqual(SYS_futex, futex_check);
+  a.JumpIfEqual(SYS_prlimit64, prlimit_check);
   a.Return(SECCOMP_RET_KILL_PROCESS);
   a.Bind(write_check);
   a.Load(ArgLow(0));
@@ -283,6 +296,18 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   a.Load(ArgLow(0));
   filter.self_pid_slots.push_back(a.Position());
   a.JumpIfEqual(kSelfPidPlaceholder, tramp_allow, tramp_kill);
+  a.Bind(futex_check);
+  a.Load(ArgLow(1));
+  a.JumpIfAnySet(FUTEX_PRIVATE_FLAG, tramp_allow);
+  a.And(~static_cast<uint32_t>(FUTEX_CLOCK_REALTIME));
+  for (uint32_t op : kTrampolineSharedFutex) a.JumpIfEqual(op, tramp_allow);
+  a.Return(SECCOMP_RET_KILL_PROCESS);
+  // prlimit64(pid, ...): only the child's own limits (0 or its own pid; the kernel reads a pid_t).
+  a.Bind(prlimit_check);
+  a.Load(ArgLow(0));
+  a.JumpIfEqual(0, tramp_allow);
+  filter.self_pid_slots.push_back(a.Position());
+  a.JumpIfEqual(kSelfPidPlaceholder, tramp_allow, tramp_kill);
   a.Bind(tramp_allow);
   a.Return(SECCOMP_RET_ALLOW);
   a.Bind(tramp_kill);
@@ -294,7 +319,13 @@ Result<SandboxFilter> BuildSandboxFilter(uint64_t trampoline_ip, int log_fd) {
   for (int nr : kProgramAllowed) a.JumpIfEqual(nr, program_allow);
   a.JumpIfEqual(SYS_mmap, mmap_check);
   a.JumpIfEqual(SYS_mprotect, mprotect_check);
+  a.JumpIfEqual(SYS_futex, program_futex_check);
   a.Return(SECCOMP_RET_TRAP);
+  // futex: private operations concern the child's own memory; a shared one could wake, requeue
+  // or change the program's waiters and locks: the handler decides (it ends the child).
+  a.Bind(program_futex_check);
+  a.Load(ArgLow(1));
+  a.JumpIfAnySet(FUTEX_PRIVATE_FLAG, program_allow, program_trap);
   // mmap: a shared file mapping could carry writes out of the child (at once, or after an
   // mprotect or mremap): the handler decides. Private and shared anonymous memory is its own.
   a.Bind(mmap_check);

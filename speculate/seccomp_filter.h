@@ -3,15 +3,18 @@
 //
 // Three classes of system calls, decided by the kernel on every call:
 // - made by the program (any instruction pointer but RawSyscall's): calls that only affect the
-//   child itself (brk, fstat, clock_gettime, futex, ...) run; everything else, including every
+//   child itself (brk, fstat, clock_gettime, private futex operations, ...) run; everything
+//   else, including a futex operation on shared memory and every
 //   read, lseek, getdents, write, open and close, traps with SIGSYS to the child's handler, which
 //   emulates it safely (shadow offsets, hints, suppressed writes) or ends speculation;
 // - made by libtipspec through RawSyscall: a second, short allow-list of what the handler needs,
 //   with the arguments checked wherever a call could reach state the program shares: write only
 //   to the hint log descriptor, openat only read-only, lseek and getdents64 only on the child's
 //   private descriptors (so no file offset or directory position of the program can move, even
-//   through a bug in the handler), fcntl and ioctl only with commands that read, signals only to
-//   the child itself; anything else kills the child;
+//   through a bug in the handler), fcntl and ioctl only with commands that read, signals and
+//   prlimit64 only to the child itself, futex on shared memory only to wait and wake (the hint
+//   log); anything else kills the child. (The inherited shared mappings are sealed at startup
+//   where the kernel has mseal(2), so no mprotect from anywhere makes them writable again.)
 // - another ABI (x32, i386): kills the child.
 // Not thread-safe to build; the built program is immutable and shared by every child.
 #pragma once

@@ -396,7 +396,9 @@ bool Speculator::InProgramProcess() const { return static_cast<uint64_t>(getpid(
 void Speculator::Fork() {
   if (!InProgramProcess()) return;
   const int64_t start = NowNanos();
-  int slot = FreeLogSlot(/*wait=*/false);
+  // Lockstep runs are deterministic: the fork waits for a dying child's log rather than being
+  // skipped by how soon the scheduler let that child exit.
+  int slot = FreeLogSlot(/*wait=*/options_.lockstep);
   if (slot < 0) {
     ++forks_without_slot_;
     return;

@@ -152,6 +152,55 @@ TEST(MetaStorePersistence, CompletedOperationsSurviveAKilledProcess) {
   EXPECT_TRUE(StoreIsConsistent(**store));
 }
 
+// RecordWrite changes the inode in memory only; the record reaches the write-ahead log with the
+// next batch of any operation (or WriteBack), always before that operation: a crash image (a
+// copy of the store's files while it runs, as a killed daemon leaves them) never holds an
+// operation without the writes that came before it.
+TEST(MetaStorePersistence, WritesReachTheLogBeforeAnyLaterOperation) {
+  TempDir dir;
+  MetaStoreOptions options;
+  options.write_back_interval_ms = 0;  // no timer: the test decides when batches happen
+  auto store = MetaStore::Create(dir.store(), kUuid, 0, 0, options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  MetaStore& s = **store;
+  const Ino f = s.MakeNode(kRootIno, "f", File(T(10)))->ino;
+  ASSERT_TRUE(s.RecordWrite(f, 4096, T(20)).ok());
+  EXPECT_EQ(s.Get(f)->size, 4096u);  // what stat sees at once
+  EXPECT_EQ(s.Lookup(kRootIno, "f")->mtime.sec, 20);
+  int images = 0;
+  auto crash_image = [&]() {
+    const std::string copy = dir.Sub("image" + std::to_string(images++));
+    std::filesystem::copy(dir.store(), copy, std::filesystem::copy_options::recursive);
+    std::filesystem::remove(copy + "/LOCK");
+    auto opened = MetaStore::Open(copy, kUuid);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    return std::move(*opened);
+  };
+  EXPECT_EQ(crash_image()->Get(f)->size, 0u) << "no record is written per write(2)";
+  ASSERT_TRUE(s.MakeNode(kRootIno, "g", File(T(30))).ok());
+  {
+    auto image = crash_image();
+    EXPECT_TRUE(image->Lookup(kRootIno, "g").ok());
+    EXPECT_EQ(image->Get(f)->size, 4096u) << "the later create went to the log without the write";
+    EXPECT_EQ(image->Get(f)->mtime.sec, 20);
+  }
+  ASSERT_TRUE(s.RecordWrite(f, 8192, T(40)).ok());
+  ASSERT_TRUE(s.WriteBack().ok());
+  EXPECT_EQ(crash_image()->Get(f)->size, 8192u);
+  // A write racing a chmod keeps both: the chmod's batch does not put the old size back.
+  ASSERT_TRUE(s.RecordWrite(f, 12288, T(50)).ok());
+  AttrChange chmod;
+  chmod.mode = 0600;
+  chmod.now = T(60);
+  ASSERT_TRUE(s.SetAttr(f, chmod).ok());
+  ASSERT_TRUE(s.RecordWrite(f, 16384, T(70)).ok());
+  ASSERT_TRUE(s.Sync().ok());
+  Inode stored = *crash_image()->Get(f);
+  EXPECT_EQ(stored.size, 16384u);
+  EXPECT_EQ(stored.mode & 07777, 0600u);
+  EXPECT_EQ(stored.mtime.sec, 70);
+}
+
 TEST(MetaStorePersistence, SecondOpenerIsRefusedWithEbusy) {
   TempDir dir;
   auto first = MetaStore::Create(dir.store(), kUuid, 0, 0);

@@ -41,7 +41,8 @@ TEST(SpecHazardTest, SharedFileDescriptionsKeepTheProgramsOffsetsFlagsAndLocks) 
   EXPECT_EQ(speculated.out, plain.out);
   EXPECT_NE(plain.out.find("lock still held by us: yes"), std::string::npos);
   auto stats = scratch.Stats();
-  EXPECT_GE(stats["forks"], 2u) << "the run-ahead path must have run";
+  // The hazard was there: a child ran the run-ahead path and logged what it read.
+  EXPECT_GE(stats["forks"], 1u) << "the run-ahead path must have run";
   EXPECT_GE(stats["hints_consumed"], 1u);
 }
 
@@ -67,6 +68,7 @@ TEST(SpecHazardTest, RunAheadRacingTheProgramNeverMovesItsOffsetsFlagsOrLocks) {
   // the count below would depend on the scheduler.
   RunResult lockstep = scratch.Run(argv, true, "", {{"TIPSPEC_MAX_OVERHEAD", "0"}});
   EXPECT_EQ(lockstep.exit_status, 0);
+  // The hazard itself: every offset, flag and lock the program saw is what it saw alone.
   EXPECT_EQ(lockstep.out, plain.out);
   auto stats = scratch.Stats();
   // Each mismatch is a child that hammered everything and then reached its own first read. On a
@@ -89,6 +91,28 @@ TEST(SpecHazardTest, RunAheadRacingTheProgramNeverMovesItsOffsetsFlagsOrLocks) {
   EXPECT_GE(scratch.Stats()["forks"], 1u);
 }
 
+// Hazard 2 for the program's peers: the child holds none of the program's pipes or sockets
+// (hazard_pipe.cc), so a helper reading the program's pipe sees EOF as soon as the program closes
+// it, while the child is alive and paused on its run-ahead path.
+TEST(SpecHazardTest, APausedChildKeepsNoPipeOpenSoThePeerSeesEofAtOnce) {
+  SpecScratch scratch;
+  WriteFile(scratch.watched() + "/data.txt", MakeText(5, 100000));
+  const std::string side = scratch.root() + "/side";
+  std::vector<std::string> argv = {HAZARD_PIPE, scratch.watched() + "/data.txt", side};
+  RunResult plain = scratch.Run(argv, false);
+  ASSERT_EQ(plain.exit_status, 0) << plain.out;
+  ASSERT_NE(plain.out.find("helper saw EOF after the close: yes"), std::string::npos);
+  // No fork budget and no lockstep: a child forks at the first reads and stays on its path.
+  RunResult speculated =
+      scratch.Run(argv, true, "", {{"TIPSPEC_LOCKSTEP", "0"}, {"TIPSPEC_MAX_OVERHEAD", "0"}});
+  EXPECT_EQ(speculated.exit_status, 0);
+  EXPECT_EQ(speculated.out, plain.out);
+  // The hazard was there: a speculating child was alive when the program closed the pipe.
+  const std::string seen = ReadFile(side);
+  ASSERT_EQ(seen.rfind("children at close: ", 0), 0u) << seen;
+  EXPECT_GE(std::stoi(seen.substr(19)), 1) << seen;
+}
+
 TEST(SpecHazardTest, SideEffectsOfTheRunAheadNeverHappen) {
   SpecScratch scratch;
   WriteFile(scratch.watched() + "/input.txt", MakeText(2, 5000));
@@ -105,7 +129,9 @@ TEST(SpecHazardTest, StdioReadersGetTheirDataAndTheirReadsAreHinted) {
   }
   RunResult plain = scratch.Run(argv, false);
   ASSERT_EQ(plain.exit_status, 0);
-  RunResult speculated = scratch.Run(argv, true);
+  // No fork budget: how many children it allows depends on the machine's load, and every file
+  // read after the first must be hinted by one.
+  RunResult speculated = scratch.Run(argv, true, "", {{"TIPSPEC_MAX_OVERHEAD", "0"}});
   EXPECT_EQ(speculated.exit_status, 0);
   EXPECT_EQ(speculated.out, plain.out);
   std::string hints = scratch.HintLog();
@@ -131,7 +157,7 @@ TEST(SpecHazardTest, ThreadsSignalsForkAndExecBehaveAsWithoutSpeculation) {
   RunResult speculated = scratch.Run(argv, true);
   EXPECT_EQ(speculated.exit_status, 0);
   EXPECT_EQ(speculated.out, plain.out);
-  EXPECT_GE(scratch.Stats()["forks"], 2u);
+  EXPECT_GE(scratch.Stats()["forks"], 1u);
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+// InodeCache: the metadata store's inodes in memory, so that reads, writes and getattr of a file
+// in use touch no RocksDB record and no store-wide lock; and the attributes that writes change
+// (size, mtime, ctime), kept dirty here until the store writes them back.
+//
+// Coherence: the store is the only writer of its records, and every mutation commits through
+// MetaStore's Mutation, which updates this cache after its batch is written. A reader that
+// missed fills the cache only if nothing in the inode's shard changed while it read RocksDB (a
+// per-shard generation), so a stale record never enters.
+//
+// Write-back and crash order: RecordWrite changes only the cached inode (dirty, with a version).
+// Every batch the store writes carries every dirty inode first, so what reaches the write-ahead
+// log is always a prefix of the operations in their order: after a crash a file may be shorter
+// than its last writes made it, but never older than an operation that followed them. Dirty
+// inodes are never evicted.
+//
+// Thread-safety: all methods may be called concurrently; each takes one shard's mutex, a leaf.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "meta/meta_store.h"
+#include "util/mutex.h"
+
+namespace tipfs::meta {
+
+class InodeCache {
+ public:
+  // Keeps at most about `capacity` clean inodes (dirty ones come on top).
+  explicit InodeCache(size_t capacity);
+
+  // An inode with the write version it has now (for a mutation that loads it).
+  struct Versioned {
+    Inode inode;
+    uint64_t version = 0;
+  };
+  std::optional<Versioned> Find(Ino ino) const;
+  // For a reader that misses: the shard's generation before it reads RocksDB, then the inode it
+  // read, inserted only if the generation did not move.
+  uint64_t Generation(Ino ino) const;
+  void InsertIfUnchanged(const Inode& inode, uint64_t generation);
+  // Inserts unless cached. REQUIRES: no mutation can commit meanwhile (the store's mutex held).
+  void Insert(const Inode& inode);
+
+  // After a write of [.., end): size = max(size, end), mtime = ctime = now, dirty. NotFound when
+  // the inode is not cached (the caller loads it and retries); EISDIR for a directory.
+  Result<Inode> RecordWrite(Ino ino, uint64_t end, Time now);
+  // The size, mtime and ctime of a dirty inode replace those of `inode` (a record read from
+  // RocksDB through a snapshot).
+  void OverlayDirty(Inode* inode) const;
+
+  // Every dirty inode with its write version, for a batch.
+  std::vector<Versioned> CollectDirty() const;
+  size_t dirty_count() const { return dirty_count_.load(std::memory_order_relaxed); }
+
+  // After a committed batch: the written dirty inodes become clean unless written again since;
+  // `committed` (with the write version each had when the mutation loaded it) replace the cached
+  // ones, keeping size and times of writes that came meanwhile; `deleted` go.
+  void AfterCommit(const std::vector<Versioned>& flushed, const std::vector<Versioned>& committed,
+                   const std::vector<Ino>& deleted);
+  // Forgets every clean inode (after a repair rewrote records behind the cache's back).
+  void DropClean();
+
+ private:
+  struct Entry {
+    Inode inode;
+    uint64_t version = 0;  // bumped by every RecordWrite
+    bool dirty = false;
+  };
+  struct Shard {
+    mutable Mutex mu;
+    std::unordered_map<Ino, Entry> entries GUARDED_BY(mu);
+    uint64_t generation GUARDED_BY(mu) = 0;  // bumped by every change RocksDB saw
+    size_t clean GUARDED_BY(mu) = 0;
+  };
+  static constexpr size_t kShards = 64;
+
+  Shard& ShardOf(Ino ino) const { return shards_[ino % kShards]; }
+  // Drops clean entries while the shard holds more than its share.
+  void TrimLocked(Shard& shard) REQUIRES(shard.mu);
+  void SetDirtyLocked(Shard& shard, Entry& entry, bool dirty) REQUIRES(shard.mu);
+
+  const size_t shard_capacity_;
+  mutable Shard shards_[kShards];
+  std::atomic<size_t> dirty_count_{0};
+};
+
+}  // namespace tipfs::meta
