@@ -91,6 +91,18 @@ TEST_F(RadosVolumeTest, MixedVolumeOfDirectoriesAndNamespaces) {
     EXPECT_EQ((*v)->disk(3)->name(),
               "disk 3 (rados:" + testing::CephPool() + "/" + NamespaceOf(disks[3]) + ")");
     EXPECT_EQ((*v)->rados_stats().size(), 2u);
+    // statfs counts a backing store once: both namespaces name the one cluster, the directories
+    // their file system, never the same store as the cluster.
+    std::vector<uint64_t> stores;
+    for (uint32_t i = 0; i < 4; ++i) {
+      Result<DiskUsage> usage = (*v)->disk(i)->Usage();
+      ASSERT_TRUE(usage.ok()) << i << ": " << usage.status().ToString();
+      EXPECT_NE(usage->store_id, 0u) << i;
+      stores.push_back(usage->store_id);
+    }
+    EXPECT_EQ(stores[1], stores[3]);
+    EXPECT_EQ(stores[0], stores[2]);
+    EXPECT_NE(stores[0], stores[1]);
   }
 }
 
