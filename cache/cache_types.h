@@ -26,6 +26,11 @@ struct CacheOptions {
   // --hints=ignore: hints are validated and counted but nothing is prefetched for them (the
   // overhead baseline of the paper's Figure 4). Changeable; turning it on drops current hints.
   bool hints_ignored = false;
+  // --hints=always: a policy to compare against, not TIP's. Within the horizon a hinted prefetch
+  // always gets a buffer (the LRU's coldest first, else another stream's cheapest hinted block)
+  // instead of weighing its benefit against what the buffer is worth elsewhere (the simple
+  // "always prefetch to depth P" of Cao et al. and of issue 16's comparison). Changeable.
+  bool always_prefetch_hinted = false;
   // Outstanding hinted bytes (disclosed, not yet read or cancelled) one process may have; a hint
   // call that would exceed it fails with EDQUOT and changes nothing. Changeable.
   uint64_t per_process_hint_cap_bytes = 4ull << 30;

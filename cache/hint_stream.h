@@ -23,6 +23,8 @@
 #include <deque>
 #include <vector>
 
+#include "cache/tip_model.h"
+
 namespace tipfs::cache {
 
 // Where hints come from (values match enum tipfs_hint_source of include/tipfs/hint.h).
@@ -148,6 +150,10 @@ class HintStream {
   // Counters for QueryStream.
   uint64_t blocks_consumed = 0;
   uint64_t blocks_prefetched = 0;
+  // Accesses consumed per second, recent ones weighing most: the stream's pace as it runs,
+  // stalls included (TipManager::AccessRate).
+  static constexpr int64_t kConsumptionHalfLifeNanos = 500'000'000;
+  DecayingRate consumption{kConsumptionHalfLifeNanos};
 
  private:
   void PopFront(bool consumed, StreamRelease* release);

@@ -149,10 +149,24 @@ double TipManager::AccessRate(const HintStream* s, int64_t now) const {
   // A hinter that has not read yet is valued as a reader that stalls on every block would run
   // (one access per T_disk + T_app): enough to fill free buffers for it, not enough to evict
   // what proven readers hit until its own reads show its pace.
+  const double unstalled = interval;
   if (!measured) interval += events_.MeanDiskNanos();
   const double idle = static_cast<double>(std::max<int64_t>(0, now - last));
   const double grace = std::max(static_cast<double>(kIdleGraceNanos), 4 * interval);
-  return 1e9 / (idle > grace ? idle : interval);
+  if (idle > grace || !measured || s->blocks_consumed == 0) {
+    return 1e9 / (idle > grace ? idle : interval);
+  }
+  // One currency with the LRU side, which is valued at the hits per second it measures (issue
+  // 16, item 2): a stream that is reading its hints is worth what it consumes now, not the rate
+  // it would have without stalls. A reader the disks hold back (P beyond what the array serves)
+  // consumes at the array's pace, so its deep prefetches, which cannot make it faster, stop
+  // outbidding a re-reader's working set; its shallow ones, worth T_disk / (x (x - 1)) each, still
+  // win and keep every disk busy. Bounded below by a reader that stalls on every block (a stream
+  // starved of buffers still bids for them) and above by the unstalled rate. Measured in
+  // tip_competition_test: valued at the unstalled rate instead, a re-reader beside a disk-bound
+  // hinter took 1.6x as long with its working set (232 blocks) plus the horizon over the cache.
+  const double stalling = 1e9 / (unstalled + events_.MeanDiskNanos());
+  return std::clamp(s->consumption.Rate(now), stalling, 1e9 / unstalled);
 }
 
 bool TipManager::ArrayIsTheBottleneck(double horizon) const {
@@ -215,6 +229,13 @@ double TipManager::LruCostRate(int64_t now) const {
   return hits_per_second * (events_.DriverNanos() + events_.MeanDiskNanos());
 }
 
+double TipManager::LruGrowthCostRate(int64_t now) const {
+  // The ghost half of LruCostRate: the hits per second one more LRU buffer would add.
+  const double hits_per_second =
+      events_.LruMarginalHitsPerSecond(now, 0, cache_->table_.tail_window());
+  return hits_per_second * (events_.DriverNanos() + events_.MeanDiskNanos());
+}
+
 TipManager::Ejection TipManager::CheapestEjection(const HintStream* exclude, int64_t now) const {
   Ejection best;
   best.cost = kInfinity;
@@ -256,6 +277,17 @@ void TipManager::ReleaseHold(const HintedAccess& a, Release how) {
   if (how != Release::kConsumed && b->origin == BlockOrigin::kHinted && !b->used) {
     b->evict_first = true;  // fetched for a hint nobody will read: first in line to go
   }
+  // Beyond TIP, which puts a consumed block at the LRU's warm end: a block fetched for a hint
+  // and now read by it, with no other hint holding it, is done as far as anyone has disclosed (a
+  // disclosed reuse inside the window holds it still). At the warm end a hinted reader's stream
+  // of used-once blocks would push a re-reader's working set out of the LRU, which the exchange
+  // never weighs (measured: tip_competition_test, L's hits 0.70 with the working set plus the
+  // horizon inside the cache). In the evict-first queue it goes before any LRU block, and a hit
+  // by anyone moves it to the LRU like any other. Warm-up blocks are for whoever reads later.
+  if (how == Release::kConsumed && b->origin == BlockOrigin::kHinted &&
+      a.source != HintSource::kWarmup) {
+    b->evict_first = true;
+  }
   if (b->valid()) cache_->PlaceUnheld(b);
 }
 
@@ -287,6 +319,14 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
                                      bool spare_only) {
   while (cache_->table_.size() >= cache_->capacity_blocks_) {
     if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
+      // Nobody wants this block, but the buffer is wanted where the LRU would grow into it:
+      // its ghost hits (blocks it evicted and was asked for again) price one more buffer there.
+      // Otherwise a hinted stream recycles the blocks it consumes into ever deeper prefetches
+      // while a re-reader next to it misses (tip_competition_test).
+      if (!options_.always_prefetch_hinted) {
+        const double growth = LruGrowthCostRate(now);
+        if (spare_only ? growth > 0 : !(benefit > growth)) return false;
+      }
       cache_->EvictBlock(b);
       continue;
     }
@@ -297,6 +337,16 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
       continue;
     }
     const Ejection e = CheapestEjection(requester, now);
+    if (options_.always_prefetch_hinted) {
+      if (cache_->table_.lru_size() > 0) {
+        cache_->EvictBlock(cache_->table_.LruColdest());
+      } else if (e.stream != nullptr) {
+        Eject(e);
+      } else {
+        return false;  // the rest is in flight
+      }
+      continue;
+    }
     if (!(benefit > std::min(lru_cost, e.cost))) return false;
     if (e.stream != nullptr && e.cost < lru_cost) {
       Eject(e);

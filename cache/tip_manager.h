@@ -142,6 +142,7 @@ class TipManager {
   double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const
       REQUIRES(mu_, cache_->mu_);
   double LruCostRate(int64_t now) const REQUIRES(mu_, cache_->mu_);
+  double LruGrowthCostRate(int64_t now) const REQUIRES(mu_, cache_->mu_);
   Ejection CheapestEjection(const HintStream* exclude, int64_t now) const
       REQUIRES(mu_, cache_->mu_);
   void Eject(const Ejection& e) REQUIRES(mu_, cache_->mu_);

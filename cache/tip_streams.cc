@@ -65,6 +65,9 @@ void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dro
       ++totals->second.consumed[static_cast<size_t>(a.source)];
     }
   }
+  if (!release->consumed.empty()) {
+    s->consumption.Add(s->last_activity_ns(), static_cast<double>(release->consumed.size()));
+  }
   for (const HintedAccess& a : release->consumed) {
     ReleaseHold(a, Release::kConsumed);
     accuracy_[static_cast<size_t>(a.source)].RecordUsed();
