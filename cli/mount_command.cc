@@ -91,7 +91,7 @@ std::string ApplyDashO(MountArgs* args, fusefs::MountOptions* options) {
       } else if (key == "data_cache") {
         error = need_value(&args->data_cache, {"kernel", "direct"});
       } else if (key == "hints") {
-        error = need_value(&args->hints, {"on", "ignore"});
+        error = need_value(&args->hints, {"on", "ignore", "always"});
       } else if (key == "readahead") {
         error = need_value(&args->readahead, {"on", "off"});
       } else if (key == "log") {
@@ -163,9 +163,10 @@ std::string ToOptions(MountArgs* args, fusefs::MountOptions* options) {
     }
   }
   options->cache.capacity_bytes = *cache_size;
-  if (!IsOneOf(args->hints, {"on", "ignore"}))
-    return "--hints " + args->hints + ": expected on or ignore";
+  if (!IsOneOf(args->hints, {"on", "ignore", "always"}))
+    return "--hints " + args->hints + ": expected on, ignore or always";
   options->cache.hints_ignored = args->hints == "ignore";
+  options->cache.always_prefetch_hinted = args->hints == "always";
   options->cache.readahead = args->readahead == "on";
   options->data_cache = args->data_cache == "direct" ? fusefs::DataCacheMode::kDirect
                                                      : fusefs::DataCacheMode::kKernel;
@@ -269,9 +270,11 @@ Runner AddMountCommand(CLI::App* app) {
       ->option_text("SIZE")
       ->check(SizeValidator());
   app->add_option("--hints", args->hints,
-                  "on: act on hints; ignore: accept and count, prefetch nothing")
-      ->option_text("on|ignore")
-      ->check(OneOf({"on", "ignore"}));
+                  "on: act on hints (TIP's cost-benefit manager); ignore: accept and count, "
+                  "prefetch nothing; always: prefetch hinted blocks to the horizon whatever "
+                  "the buffers are worth to others (a baseline to compare with)")
+      ->option_text("on|ignore|always")
+      ->check(OneOf({"on", "ignore", "always"}));
   app->add_option("--readahead", args->readahead, "Sequential read-ahead for unhinted reads")
       ->option_text("on|off")
       ->check(OneOf({"on", "off"}));

@@ -84,6 +84,8 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
        "counter", "Hinted accesses cancelled"},
       {"hints.skipped", "tipfs_hint_skipped_accesses_total", double(s.hinted_skipped), "counter",
        "Hinted accesses passed over by the reader"},
+      {"hints.ejected", "tipfs_hint_ejected_blocks_total", double(s.hinted_ejected), "counter",
+       "Hinted blocks given up for a better use of their buffers (TIP ejection)"},
       {"hints.shared_consumed", "tipfs_hint_shared_consumed_accesses_total",
        double(s.shared_consumed), "counter",
        "Hinted accesses of shared streams read by the sharer's descendants"},
