@@ -124,6 +124,22 @@ TEST_P(HintedReadsTest, IgnoredHintsAreCountedButPrefetchNothing) {
   EXPECT_GE(after.Count("demand.misses"), static_cast<uint64_t>(kFiles) / 2) << after.raw;
 }
 
+TEST_P(HintedReadsTest, AlwaysPrefetchingReadsHintedFilesFromPrefetchedBlocksToo) {
+  const std::string refused = volume_.Remount(MountArgs(GetParam(), "--hints sometimes"));
+  EXPECT_NE(refused.find("--hints"), std::string::npos) << refused;
+  ASSERT_EQ(volume_.Remount(MountArgs(GetParam(), "--hints always")), "");
+  const std::string mnt = volume_.mountpoint();
+  const uint64_t blocks = BlocksOf(files_, kBlock);
+  ASSERT_EQ(HintFileSet(mnt, files_), 0);
+  const StatsSnapshot hinted = WaitForQuietDisks(mnt);
+  EXPECT_EQ(hinted.Count("hints.prefetched"), blocks) << hinted.raw;
+  EXPECT_EQ(ReadAndVerify(mnt, files_), kFiles);
+  const StatsSnapshot after = ReadStats(mnt);
+  EXPECT_EQ(after.Count("hints.used"), blocks) << after.raw;
+  EXPECT_EQ(after.Count("disk.read.ops"), blocks) << after.raw;
+  EXPECT_EQ(after.Count("hints.ejected"), 0u) << after.raw;
+}
+
 // After a warm-up of `warm` has been prefetched, reading those files causes no disk request.
 void ExpectWarmedUp(const std::string& mnt, const std::vector<TestFile>& warm,
                     const TestFile& cold) {
