@@ -328,9 +328,14 @@ TEST(EmulatedDiskSystemClockTest, TheCompletionComesFromTheTimerAtTheModelsDeadl
     completer = std::this_thread::get_id();
     done.set_value(clock.NowNanos());
   }));
+  const int64_t returned = clock.NowNanos();
   const int64_t completed = done.get_future().get();
   EXPECT_GE(completed - submitted, 20 * kMs);  // never before the model's deadline
-  EXPECT_NE(completer, submitter) << "waited by a timer, not by the submitting thread";
+  // A submitter the scheduler holds back past the deadline may find the request already due and
+  // complete it itself; one that got back in time must not have waited for it.
+  if (returned - submitted < 20 * kMs) {
+    EXPECT_NE(completer, submitter) << "waited by a timer, not by the submitting thread";
+  }
   EXPECT_EQ(disk.emulator()->Stats().completed, 1u);
 }
 
