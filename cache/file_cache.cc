@@ -8,6 +8,7 @@
 #include "cache/file_cache.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -160,7 +161,9 @@ Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin orig
   f->prefetch = prefetch;
   f->submit_ns = now;
   f->length = FetchLength(index, file_size);
-  f->buffer.reset(new char[block_size_]);
+  // Page-aligned, so a backing store that reads with O_DIRECT can read into it directly.
+  f->buffer =
+      std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, block_size_)), std::free);
   if (f->length < block_size_) std::memset(f->buffer.get() + f->length, 0, block_size_ - f->length);
   f->block = b;
   f->inode_epoch = table_.GetInode(ino)->epoch;

@@ -32,6 +32,7 @@ struct MountArgs {
   std::string readahead = "on";
   std::string data_cache = "kernel";
   std::string disk_model = "none";
+  std::string backing_io = "auto";
   std::string log_file = "/dev/null";
   std::string rados_timeout = "30s";
   std::string tainted_budget;  // empty: the cache's default
@@ -94,6 +95,8 @@ std::string ApplyDashO(MountArgs* args, fusefs::MountOptions* options) {
         error = need_value(&args->hints, {"on", "ignore", "always"});
       } else if (key == "readahead") {
         error = need_value(&args->readahead, {"on", "off"});
+      } else if (key == "backing_io") {
+        error = need_value(&args->backing_io, {"auto", "direct", "buffered"});
       } else if (key == "log") {
         error = need_value(&args->log_file);
       } else if (key == "metrics_listen") {
@@ -175,6 +178,9 @@ std::string ToOptions(MountArgs* args, fusefs::MountOptions* options) {
   if (!timeout.ok()) return "--rados-timeout: " + timeout.status().message();
   if (*timeout <= 0) return "--rados-timeout " + args->rados_timeout + " must be positive";
   options->rados_timeout_ns = *timeout;
+  options->backing_io = args->backing_io == "direct"     ? fusefs::BackingIo::kDirect
+                        : args->backing_io == "buffered" ? fusefs::BackingIo::kBuffered
+                                                         : fusefs::BackingIo::kAuto;
   if (!args->tainted_budget.empty()) {
     Result<uint64_t> budget = ParseSize(args->tainted_budget);
     if (!budget.ok()) return "--tainted-hint-budget: " + budget.status().message();
@@ -288,6 +294,11 @@ Runner AddMountCommand(CLI::App* app) {
   app->add_option("--tainted-hint-budget", args->tainted_budget,
                   "Tainted speculative hint bytes one process may have outstanding (default 4M)")
       ->option_text("SIZE");
+  app->add_option("--backing-io", args->backing_io,
+                  "direct: O_DIRECT reads of the backing objects where supported; buffered; "
+                  "auto (default): direct unless --disk-model emulates the disks")
+      ->option_text("auto|direct|buffered")
+      ->check(OneOf({"auto", "direct", "buffered"}));
   app->add_flag("--allow-other", args->allow_other, "Let users other than the mounter in");
   app->add_option("--log", args->log_file, "Where the background daemon writes its messages")
       ->option_text("FILE");

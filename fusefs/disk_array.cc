@@ -13,6 +13,8 @@ Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Stati
     array.emulation = *emulation;
     open_options.wrap_disk = array.emulation->WrapFunction();
   }
+  open_options.direct_io = options.backing_io == BackingIo::kDirect ||
+                           (options.backing_io == BackingIo::kAuto && options.disk_model == "none");
   array.health = std::make_shared<stripe::DiskHealthBoard>();
   // The label says how many disks there are; a missing or bad one fails in Open below.
   Result<stripe::Label> label = stripe::ReadLabel(options.disk);

@@ -28,6 +28,16 @@ enum class AtimeMode {
   kNever,      // noatime, and every read-only mount
 };
 
+// How the daemon reads the backing objects (tipfs caches the data itself, so the backing file
+// system's page cache holds it twice unless reads bypass it).
+enum class BackingIo {
+  // direct on real disks, buffered under --disk-model: an emulated disk is the model, and the
+  // real device under the backing directories would otherwise time itself into every read.
+  kAuto,
+  kDirect,    // O_DIRECT for aligned reads where the backing file system supports it
+  kBuffered,  // through the backing file system's page cache
+};
+
 struct MountOptions {
   std::string disk;        // any disk of the volume
   std::string mountpoint;  // an existing directory that is not a mount point yet
@@ -46,8 +56,9 @@ struct MountOptions {
   AtimeMode atime = AtimeMode::kRelatime;  // fixed at mount
   // "[ADDRESS:]PORT" to serve /metrics over HTTP (ADDRESS defaults to 127.0.0.1); empty: none.
   std::string metrics_listen;
-  cache::CacheOptions cache;   // see the field comments there
-  uint32_t fuse_threads = 16;  // most FUSE worker threads; fixed at mount
+  BackingIo backing_io = BackingIo::kAuto;  // fixed at mount
+  cache::CacheOptions cache;                // see the field comments there
+  uint32_t fuse_threads = 16;               // most FUSE worker threads; fixed at mount
   // RADOS disks: how long one operation waits for the cluster before it fails with EIO (unless
   // the conf file sets rados_osd_op_timeout). Fixed at mount.
   int64_t rados_timeout_ns = int64_t{30} * 1000 * 1000 * 1000;

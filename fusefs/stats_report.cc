@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "stripe/backing_io.h"
 #include "util/timeline.h"
 #include "util/units.h"
 
@@ -347,6 +348,7 @@ std::string StatsReport::Text() const {
   }
   if (disks_->health) out += stripe::FormatDiskHealth(*disks_->health, label.disk_names);
   out += stripe::FormatRadosStats(fs_->volume()->rados_stats());
+  out += stripe::FormatBackingIo(fs_->volume()->disks());
   return out;
 }
 
@@ -388,6 +390,7 @@ std::string StatsReport::Json() const {
     out += "," + stripe::DiskHealthJsonMember(*disks_->health, fs_->volume()->disk_count());
   }
   out += "," + stripe::RadosStatsJsonMember(fs_->volume()->rados_stats());
+  out += "," + stripe::BackingIoJsonMember(fs_->volume()->disks());
   out += "}\n";
   return out;
 }
@@ -437,6 +440,7 @@ std::string StatsReport::Prometheus() const {
     stripe::AppendDiskHealthPrometheus(&out, *disks_->health, fs_->volume()->disk_count());
   }
   stripe::AppendRadosStatsPrometheus(&out, fs_->volume()->rados_stats());
+  stripe::AppendBackingIoPrometheus(&out, fs_->volume()->disks());
   return out;
 }
 

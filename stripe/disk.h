@@ -64,6 +64,15 @@ struct ObjectInfo {
   uint64_t allocated_bytes = 0;  // space it occupies (st_blocks * 512)
 };
 
+// How a disk moves bytes to and from its backing store, for `tipfs stats`.
+struct BackingIoInfo {
+  // "direct (O_DIRECT, 4096-byte alignment)", "buffered", or "buffered (O_DIRECT refused: ...)";
+  // empty for disks that are not backed by files (in-memory test disks).
+  std::string mode;
+  uint64_t direct_reads = 0;    // reads that bypassed the backing store's page cache
+  uint64_t buffered_reads = 0;  // reads through it (unaligned ones, or direct I/O off)
+};
+
 class Disk {
  public:
   virtual ~Disk() = default;
@@ -98,6 +107,7 @@ class Disk {
 
   // For messages: "disk 2 (/srv/d2)".
   virtual std::string name() const = 0;
+  virtual BackingIoInfo BackingIo() const { return {}; }
 };
 
 // Errors from several disks merge into one by a fixed rule: EIO is never hidden, then EROFS,

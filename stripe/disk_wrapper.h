@@ -31,6 +31,7 @@ class DiskWrapper : public Disk {
   }
   Status SyncAll() override { return inner_->SyncAll(); }
   std::string name() const override { return inner_->name(); }
+  BackingIoInfo BackingIo() const override { return inner_->BackingIo(); }
 
  protected:
   const std::unique_ptr<Disk> inner_;

@@ -330,7 +330,7 @@ bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
     return true;
   }
   op->transferred += static_cast<uint64_t>(res);
-  if (op->transferred < op->length) return false;  // short: resubmitted for the rest
+  if (op->transferred < op->length && !op->short_read_ends) return false;  // short: the rest
   *final_result = static_cast<int64_t>(op->transferred);
   return true;
 }
@@ -380,6 +380,7 @@ void IoRing::Reap() {
     op->done = nullptr;
     op->owner = nullptr;
     op->owner_data = nullptr;
+    op->short_read_ends = false;
   }
   {
     MutexLock lock(&mu_);

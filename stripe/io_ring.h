@@ -56,6 +56,9 @@ class IoRing {
     char* buffer = nullptr;
     uint64_t offset = 0;
     uint64_t length = 0;
+    // A short read is the end of the object, not resubmitted: O_DIRECT reads (the rest would
+    // start at an unaligned offset, which O_DIRECT refuses).
+    bool short_read_ends = false;
     // Called once on the ring thread with the bytes transferred (>= 0) or -errno; then the op is
     // recycled.
     void (*finish)(Op* op, int64_t result) = nullptr;

@@ -14,6 +14,14 @@
 // reference on its descriptor while in flight, so Remove or eviction never closes an fd the kernel
 // is still using; the descriptor closes when the last reference goes.
 //
+// Direct I/O (`direct_io` at Open): reads whose buffer, offset and length meet the backing file
+// system's O_DIRECT alignment (statx STATX_DIOALIGN) bypass its page cache through a second
+// descriptor opened with O_DIRECT, so data is not cached twice (tipfs caches it); other reads and
+// every write stay buffered (FUSE's write buffers are not aligned), which the kernel keeps
+// coherent with direct reads (a direct read writes back dirty pages of its range first). A file
+// system that refuses O_DIRECT (tmpfs before 6.6, some FUSE file systems) falls back to
+// buffered I/O, and BackingIo() says why.
+//
 // Durability: kSync is fdatasync of the object; the first kSync after the object was created
 // also fsyncs its fan-out directory so the name survives a crash (new fan-out directories are
 // made durable when created). SyncAll is syncfs(2) of the backing file system.
@@ -46,7 +54,8 @@ class PosixDisk : public Disk {
   // `root` must hold an objects/ directory (Mkfs makes it). `ring` must outlive the disk.
   static Result<std::unique_ptr<PosixDisk>> Open(const std::string& root, uint32_t index,
                                                  IoRing* ring,
-                                                 size_t max_open_files = kDefaultMaxOpenFiles);
+                                                 size_t max_open_files = kDefaultMaxOpenFiles,
+                                                 bool direct_io = false);
   // Waits for this disk's in-flight requests, then closes every descriptor.
   ~PosixDisk() override;
 
@@ -59,6 +68,7 @@ class PosixDisk : public Disk {
   Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override;
   Status SyncAll() override;
   std::string name() const override { return name_; }
+  BackingIoInfo BackingIo() const override;
 
   const std::string& root() const { return root_; }
   // For tests: descriptors currently cached / open (cached plus evicted-but-in-use).
@@ -72,18 +82,33 @@ class PosixDisk : public Disk {
   struct FdEntry {
     ObjectId object = 0;
     int fd = -1;
+    int direct_fd = -1;  // O_DIRECT, opened at the first aligned read; GUARDED_BY(mu_)
     bool writable = false;
     bool cached = false;  // in map_/lru_; false once evicted or removed
     uint32_t refs = 0;
     std::list<FdEntry*>::iterator lru_pos;
   };
 
-  PosixDisk(std::string root, uint32_t index, IoRing* ring, size_t max_open_files, int objects_fd);
+  // O_DIRECT alignment of the backing file system (0: direct I/O off), and why it is off.
+  struct DirectIo {
+    uint32_t memory_align = 0;
+    uint32_t offset_align = 0;
+    std::string refused;  // empty unless direct I/O was asked for and is not possible
+  };
+  static DirectIo ProbeDirectIo(int objects_fd);
+
+  PosixDisk(std::string root, uint32_t index, IoRing* ring, size_t max_open_files, int objects_fd,
+            DirectIo direct);
 
   // A referenced descriptor for `object`; nullptr with OK status when it does not exist and
   // `create` is false. Creates the object (and its fan-out directory) when `create`.
   Result<FdEntry*> Acquire(ObjectId object, bool create);
   void Release(FdEntry* entry);
+  // The entry's O_DIRECT descriptor, opened on first use; -1 when it cannot be opened.
+  int DirectFd(FdEntry* entry);
+  bool Aligned(const DiskRequest& request) const;
+  // Closes an entry's descriptors and frees it. REQUIRES: no references left.
+  void DeleteEntryLocked(FdEntry* entry, std::vector<int>* to_close) REQUIRES(mu_);
   // Closes idle cached descriptors (EMFILE relief); returns how many.
   size_t ShedIdleFds();
   // Opens (and maybe creates) the object's file; *created tells whether this call created it.
@@ -99,6 +124,7 @@ class PosixDisk : public Disk {
   IoRing* const ring_;
   const size_t max_open_files_;
   const int objects_fd_;  // <root>/objects, for openat/fsync
+  const DirectIo direct_;
 
   mutable Mutex mu_;
   std::unordered_map<ObjectId, FdEntry*> map_ GUARDED_BY(mu_);
@@ -112,6 +138,8 @@ class PosixDisk : public Disk {
   Mutex drain_mu_;
   CondVar drained_;
   std::atomic<uint64_t> in_flight_{0};
+  std::atomic<uint64_t> direct_reads_{0};
+  std::atomic<uint64_t> buffered_reads_{0};
 };
 
 }  // namespace tipfs::stripe

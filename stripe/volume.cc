@@ -170,7 +170,7 @@ Result<std::unique_ptr<Volume>> Volume::Open(const std::string& any_disk, OpenOp
       if (!ring.ok()) return ring.status().WithContext("open volume: io_uring unavailable");
       rings.push_back(std::move(*ring));
       Result<std::unique_ptr<PosixDisk>> d =
-          PosixDisk::Open(names[i], i, rings.back().get(), max_open_files);
+          PosixDisk::Open(names[i], i, rings.back().get(), max_open_files, options.direct_io);
       if (!d.ok()) return d.status();
       disk = std::move(*d);
     } else {

@@ -43,6 +43,9 @@ struct OpenOptions {
   RadosClientOptions rados;
   RadosLeaseOptions lease;
   bool take_leases = true;
+  // Aligned reads bypass the backing file system's page cache (O_DIRECT) where it supports it
+  // (stripe/posix_disk.h); the rest stays buffered.
+  bool direct_io = false;
 };
 
 // Reads the label of `any_disk` (a disk of the volume, or its metadata directory) and returns it

@@ -4,10 +4,14 @@
 #include "stripe/posix_disk.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -67,14 +71,14 @@ class PosixDiskTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(256, PosixDisk::kDefaultMaxOpenFiles); }
 
-  void Start(uint32_t entries, size_t max_open) {
+  void Start(uint32_t entries, size_t max_open, bool direct_io = false) {
     disk_.reset();
     ring_.reset();
-    std::filesystem::create_directories(dir_.path() + "/objects");
+    std::filesystem::create_directories(root_ + "/objects");
     auto ring = IoRing::Create(entries);
     if (!ring.ok()) GTEST_SKIP() << "io_uring unavailable: " << ring.status().ToString();
     ring_ = std::move(*ring);
-    auto disk = PosixDisk::Open(dir_.path(), 3, ring_.get(), max_open);
+    auto disk = PosixDisk::Open(root_, 3, ring_.get(), max_open, direct_io);
     ASSERT_TRUE(disk.ok()) << disk.status().ToString();
     disk_ = std::move(*disk);
   }
@@ -82,6 +86,7 @@ class PosixDiskTest : public ::testing::Test {
   void TearDown() override {
     disk_.reset();
     ring_.reset();
+    if (root_ != dir_.path()) ::umount2(root_.c_str(), MNT_DETACH);
   }
 
   Result<uint64_t> Io(DiskRequest::Kind kind, ObjectId object, uint64_t offset, uint64_t length,
@@ -102,6 +107,7 @@ class PosixDiskTest : public ::testing::Test {
   Status Sync(ObjectId o) { return Io(DiskRequest::Kind::kSync, o, 0, 0, nullptr).status(); }
 
   TempDir dir_;
+  std::string root_ = dir_.path();  // the disk's directory; a ramfs mount below dir_ in one test
   std::unique_ptr<IoRing> ring_;
   std::unique_ptr<PosixDisk> disk_;
 };
@@ -115,6 +121,65 @@ TEST_F(PosixDiskTest, WriteReadSyncAtTheDocumentedPath) {
   EXPECT_EQ(on_disk, std::string(10, '\0') + data);
   EXPECT_EQ(Read(0x12ab, 10, data.size()), data);
   EXPECT_EQ(disk_->name(), "disk 3 (" + dir_.path() + ")");
+}
+
+// With direct I/O, aligned reads bypass the backing page cache and still see every buffered
+// write (the kernel writes dirty pages back before a direct read of their range); unaligned reads
+// and the short read at the object's end are right too.
+TEST_F(PosixDiskTest, DirectReadsSeeBufferedWritesAndEndShortAtTheObjectEnd) {
+  Start(64, PosixDisk::kDefaultMaxOpenFiles, /*direct_io=*/true);
+  const BackingIoInfo before = disk_->BackingIo();
+  if (before.mode.rfind("direct", 0) != 0) GTEST_SKIP() << "no O_DIRECT here: " << before.mode;
+  std::string data(100'000, '\0');
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<char>('a' + (i * 7 + i / 512) % 26);
+  ASSERT_EQ(*Write(7, 0, data), data.size());
+  auto aligned =
+      std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, 65536)), std::free);
+  ASSERT_EQ(*Io(DiskRequest::Kind::kRead, 7, 0, 65536, aligned.get()), 65536u);
+  EXPECT_EQ(std::string(aligned.get(), 65536), data.substr(0, 65536));
+  // Past the end: 100,000 - 98,304 bytes, then the object ends (no resubmit at an odd offset).
+  ASSERT_EQ(*Io(DiskRequest::Kind::kRead, 7, 98304, 8192, aligned.get()), 1696u);
+  EXPECT_EQ(std::string(aligned.get(), 1696), data.substr(98304));
+  // An overwrite, then a direct read of it at once.
+  ASSERT_EQ(*Write(7, 4096, std::string(4096, 'Z')), 4096u);
+  ASSERT_EQ(*Io(DiskRequest::Kind::kRead, 7, 4096, 4096, aligned.get()), 4096u);
+  EXPECT_EQ(std::string(aligned.get(), 4096), std::string(4096, 'Z'));
+  EXPECT_EQ(Read(7, 10, 90), data.substr(10, 90));  // unaligned: buffered
+  const BackingIoInfo after = disk_->BackingIo();
+  EXPECT_EQ(after.direct_reads - before.direct_reads, 3u);
+  EXPECT_EQ(after.buffered_reads - before.buffered_reads, 1u);
+}
+
+// ramfs refuses O_DIRECT: the disk reads buffered, every read still right, and says why.
+TEST_F(PosixDiskTest, DirectIoRefusedByTheFileSystemFallsBackToBufferedAndSaysWhy) {
+  const std::string ramfs = dir_.path() + "/ramfs";
+  std::filesystem::create_directories(ramfs);
+  if (::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr) != 0) {
+    GTEST_SKIP() << "cannot mount ramfs here: " << std::strerror(errno);
+  }
+  root_ = ramfs;
+  Start(64, PosixDisk::kDefaultMaxOpenFiles, /*direct_io=*/true);
+  EXPECT_EQ(disk_->BackingIo().mode, "buffered (O_DIRECT refused: Invalid argument)");
+  ASSERT_EQ(*Write(9, 0, std::string(8192, 'r')), 8192u);
+  auto aligned =
+      std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, 8192)), std::free);
+  ASSERT_EQ(*Io(DiskRequest::Kind::kRead, 9, 0, 8192, aligned.get()), 8192u);
+  EXPECT_EQ(std::string(aligned.get(), 8192), std::string(8192, 'r'));
+  EXPECT_EQ(disk_->BackingIo().direct_reads, 0u);
+  EXPECT_EQ(disk_->BackingIo().buffered_reads, 1u);
+  // The probe left nothing behind in objects/.
+  EXPECT_FALSE(std::filesystem::exists(ramfs + "/objects/tipfs-direct-io-probe"));
+}
+
+TEST_F(PosixDiskTest, WithoutDirectIoEveryReadIsBuffered) {
+  ASSERT_TRUE(Write(8, 0, std::string(8192, 'b')).ok());
+  auto aligned =
+      std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, 8192)), std::free);
+  ASSERT_EQ(*Io(DiskRequest::Kind::kRead, 8, 0, 8192, aligned.get()), 8192u);
+  EXPECT_EQ(disk_->BackingIo().mode, "buffered");
+  EXPECT_EQ(disk_->BackingIo().direct_reads, 0u);
+  EXPECT_EQ(disk_->BackingIo().buffered_reads, 1u);
 }
 
 TEST_F(PosixDiskTest, ReadsAndSyncsOfMissingObjectsCreateNoFiles) {
