@@ -141,6 +141,23 @@ struct CacheRig {
     return out;
   }
 
+  // Writes a file's bytes straight onto the in-memory disks, beneath any wrapper (untimed), as
+  // if it had been written long ago.
+  void WriteUnderneath(uint64_t ino, const std::string& data) {
+    std::vector<stripe::Extent> pieces;
+    io->layout().Map(ino, 0, data.size(), &pieces);
+    for (const stripe::Extent& p : pieces) {
+      stripe::DiskRequest w;
+      w.kind = stripe::DiskRequest::Kind::kWrite;
+      w.object = ino;
+      w.offset = p.object_offset;
+      w.length = p.length;
+      w.buffer = const_cast<char*>(data.data()) + p.file_offset;  // a write only reads it
+      w.done = [](Result<uint64_t> r) { EXPECT_TRUE(r.ok()); };
+      mems[p.disk]->Submit(std::move(w));
+    }
+  }
+
   // Requests the disks have seen (reads and writes).
   uint64_t DiskRequests() const {
     uint64_t n = 0;

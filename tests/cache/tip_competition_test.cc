@@ -51,18 +51,7 @@ void WriteStamped(CacheRig& rig, uint64_t ino, uint64_t blocks) {
     const uint64_t stamp[2] = {ino, b};
     std::memcpy(&data[b * kBlock], stamp, sizeof(stamp));
   }
-  std::vector<stripe::Extent> pieces;
-  rig.io->layout().Map(ino, 0, data.size(), &pieces);
-  for (const stripe::Extent& p : pieces) {
-    stripe::DiskRequest w;
-    w.kind = stripe::DiskRequest::Kind::kWrite;
-    w.object = ino;
-    w.offset = p.object_offset;
-    w.length = p.length;
-    w.buffer = data.data() + p.file_offset;
-    w.done = [](Result<uint64_t> r) { EXPECT_TRUE(r.ok()); };
-    rig.mems[p.disk]->Submit(std::move(w));
-  }
+  rig.WriteUnderneath(ino, data);
 }
 
 // One program: reads `order` (block numbers of `ino`) one block per read, computing `compute`

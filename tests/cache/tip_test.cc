@@ -48,18 +48,7 @@ struct Emulated {
 // been written long ago.
 std::string WriteRaw(CacheRig& rig, uint64_t ino, uint64_t blocks, uint64_t seed) {
   std::string data = RandomBytes(blocks * kBlock, seed);
-  std::vector<stripe::Extent> pieces;
-  rig.io->layout().Map(ino, 0, data.size(), &pieces);
-  for (const stripe::Extent& p : pieces) {
-    stripe::DiskRequest w;
-    w.kind = stripe::DiskRequest::Kind::kWrite;
-    w.object = ino;
-    w.offset = p.object_offset;
-    w.length = p.length;
-    w.buffer = data.data() + p.file_offset;
-    w.done = [](Result<uint64_t> r) { EXPECT_TRUE(r.ok()); };
-    rig.mems[p.disk]->Submit(std::move(w));
-  }
+  rig.WriteUnderneath(ino, data);
   return data;
 }
 
