@@ -141,6 +141,9 @@ struct StreamInfo {
   // (kept for the last kMaxOwnerTotals owners, streams deleted or not): what the owner's reads
   // really got from hints (libtipspec reports it at exit).
   std::array<uint64_t, kHintSourceCount> owner_consumed{};
+  // The discount the manager gives the owner's hints, by source: its own record of used and
+  // unused hinted accesses, starting from the source's figure over every process.
+  std::array<double, kHintSourceCount> owner_accuracy{};
 };
 
 // One hint stream as `tipfs stats --streams` lists it (FileCache::ListStreams).

@@ -217,7 +217,7 @@ double TipManager::Benefit(HintStream* s, size_t index, int64_t now, bool* beyon
     benefit =
         PrefetchBenefit(t_disk, t_app, static_cast<uint64_t>(std::max(2.0, std::floor(horizon))));
   }
-  return benefit * accuracy_[static_cast<size_t>(a.source)].accuracy() * AccessRate(s, now);
+  return benefit * Accuracy(s->owner(), a.source) * AccessRate(s, now);
 }
 
 double TipManager::LruCostRate(int64_t now) const {
@@ -252,7 +252,7 @@ TipManager::Ejection TipManager::CheapestEjection(const HintStream* exclude, int
       // The block needed furthest ahead is the stream's cheapest: cost falls with y.
       const double cost =
           EjectCost(events_.DiskNanos(b->disk), AppNanos(s), events_.DriverNanos(), i + 1) *
-          accuracy_[static_cast<size_t>(a.source)].accuracy() * AccessRate(s, now);
+          Accuracy(s->owner(), a.source) * AccessRate(s, now);
       if (cost < best.cost) best = Ejection{s, i, cost};
       break;
     }

@@ -217,8 +217,15 @@ class TipManager {
   // Per owner: hinted accesses its streams had consumed, by source (StreamInfo::owner_consumed).
   struct OwnerTotals {
     std::array<uint64_t, kHintSourceCount> consumed{};
+    // The owner's own accuracy per source, so that one wrong speculator does not discount every
+    // other process's hints (issue 16, item 6); it starts from the source's figure (Accuracy).
+    std::array<AccuracyEstimator, kHintSourceCount> accuracy;
     int64_t last_ns = 0;
   };
+  OwnerTotals& TotalsOf(uint32_t owner) REQUIRES(mu_);
+  // The discount of `source`'s hints from `owner`: its own record, with the source's measured
+  // accuracy (over every process) as the prior.
+  double Accuracy(uint32_t owner, HintSource source) const REQUIRES(mu_);
   static constexpr size_t kMaxOwnerTotals = 4096;
   std::unordered_map<uint32_t, OwnerTotals> owner_totals_ GUARDED_BY(mu_);
   std::unordered_map<uint64_t, SharedStream> shared_streams_

@@ -142,7 +142,12 @@ class AccuracyEstimator {
       : prior_(prior_weight), window_(window) {}
   void RecordUsed(double n = 1) { Add(n, 0); }
   void RecordUnused(double n = 1) { Add(0, n); }
-  double accuracy() const { return (used_ + prior_) / (used_ + unused_ + prior_); }
+  double accuracy() const { return WithPrior(1.0); }
+  // The same with the prior's accesses accurate at `prior_accuracy` instead of all accurate: a
+  // narrower estimator (one process's) that starts from a wider one's figure (its source's).
+  double WithPrior(double prior_accuracy) const {
+    return (used_ + prior_ * prior_accuracy) / (used_ + unused_ + prior_);
+  }
 
  private:
   void Add(double used, double unused);

@@ -47,40 +47,56 @@ void TipManager::MutateStreamWith(HintStream* s, Release how,
   MutateStream(s, how, fn);
 }
 
+TipManager::OwnerTotals& TipManager::TotalsOf(uint32_t owner) {
+  auto totals = owner_totals_.find(owner);
+  if (totals != owner_totals_.end()) return totals->second;
+  if (owner_totals_.size() >= kMaxOwnerTotals) {  // forget the longest idle owner
+    auto oldest = owner_totals_.begin();
+    for (auto it = owner_totals_.begin(); it != owner_totals_.end(); ++it) {
+      if (it->second.last_ns < oldest->second.last_ns) oldest = it;
+    }
+    owner_totals_.erase(oldest);
+  }
+  return owner_totals_.try_emplace(owner).first->second;
+}
+
+double TipManager::Accuracy(uint32_t owner, HintSource source) const {
+  const size_t i = static_cast<size_t>(source);
+  auto totals = owner_totals_.find(owner);
+  if (totals == owner_totals_.end()) return accuracy_[i].accuracy();
+  return totals->second.accuracy[i].WithPrior(accuracy_[i].accuracy());
+}
+
 void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as) {
-  if (!release->consumed.empty()) {
-    auto totals = owner_totals_.find(s->owner());
-    if (totals == owner_totals_.end()) {
-      if (owner_totals_.size() >= kMaxOwnerTotals) {  // forget the longest idle owner
-        auto oldest = owner_totals_.begin();
-        for (auto it = owner_totals_.begin(); it != owner_totals_.end(); ++it) {
-          if (it->second.last_ns < oldest->second.last_ns) oldest = it;
-        }
-        owner_totals_.erase(oldest);
-      }
-      totals = owner_totals_.emplace(s->owner(), OwnerTotals{}).first;
+  const bool outcomes = !release->consumed.empty() ||
+                        (dropped_as != Release::kRemoved && release->dropped_accesses() > 0);
+  OwnerTotals* totals = outcomes ? &TotalsOf(s->owner()) : nullptr;
+  if (totals != nullptr) totals->last_ns = std::max(totals->last_ns, s->last_activity_ns());
+  auto record = [&](HintSource source, bool used, double n) {
+    const size_t i = static_cast<size_t>(source);
+    if (used) {
+      accuracy_[i].RecordUsed(n);
+      totals->accuracy[i].RecordUsed(n);
+    } else {
+      accuracy_[i].RecordUnused(n);
+      totals->accuracy[i].RecordUnused(n);
     }
-    totals->second.last_ns = s->last_activity_ns();
-    for (const HintedAccess& a : release->consumed) {
-      ++totals->second.consumed[static_cast<size_t>(a.source)];
-    }
+  };
+  for (const HintedAccess& a : release->consumed) {
+    ++totals->consumed[static_cast<size_t>(a.source)];
   }
   if (!release->consumed.empty()) {
     s->consumption.Add(s->last_activity_ns(), static_cast<double>(release->consumed.size()));
   }
   for (const HintedAccess& a : release->consumed) {
     ReleaseHold(a, Release::kConsumed);
-    accuracy_[static_cast<size_t>(a.source)].RecordUsed();
+    record(a.source, true, 1);
     ++counters_.blocks_consumed[static_cast<size_t>(a.source)];
   }
   for (const HintedAccess& a : release->dropped) {
     ReleaseHold(a, dropped_as);
     if (dropped_as != Release::kRemoved) {
-      if (a.consumed_any) {
-        accuracy_[static_cast<size_t>(a.source)].RecordUsed();
-      } else {
-        accuracy_[static_cast<size_t>(a.source)].RecordUnused();
-      }
+      record(a.source, a.consumed_any, 1);
     }
     if (dropped_as == Release::kDropped)
       ++counters_.hinted_skipped;
@@ -90,7 +106,9 @@ void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dro
   for (size_t source = 0; source < kHintSourceCount; ++source) {
     const uint64_t n = release->unexpanded_dropped[source];
     if (n == 0) continue;
-    if (dropped_as != Release::kRemoved) accuracy_[source].RecordUnused(static_cast<double>(n));
+    if (dropped_as != Release::kRemoved) {
+      record(static_cast<HintSource>(source), false, static_cast<double>(n));
+    }
     counters_.hinted_cancelled += n;
   }
 }
@@ -454,6 +472,9 @@ StreamInfo TipManager::QueryStream(uint64_t stream) const {
   const uint32_t owner = static_cast<uint32_t>(stream >> 32 != 0 ? stream >> 32 : stream);
   if (auto totals = owner_totals_.find(owner); totals != owner_totals_.end()) {
     info.owner_consumed = totals->second.consumed;
+  }
+  for (size_t i = 0; i < kHintSourceCount; ++i) {
+    info.owner_accuracy[i] = Accuracy(owner, static_cast<HintSource>(i));
   }
   const HintStream* s = nullptr;
   if (auto it = streams_.find(stream); it != streams_.end()) s = it->second.get();

@@ -502,6 +502,30 @@ TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
   for (uint64_t b = 0; b < 12; ++b) EXPECT_TRUE(rig.cache->Contains(6, b)) << b;
 }
 
+TEST(TipTest, OneWrongSpeculatorDiscountsItsOwnHintsNotAnothers) {
+  Emulated emu;
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  WriteRaw(rig, 5, 20, 15);
+  const std::string good = WriteRaw(rig, 7, 16, 16);
+  // Process 300 speculates wrongly: its 20 hinted blocks are cancelled unread.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(300, 5, 20, HintSource::kSpeculative, 1)).ok());
+  ASSERT_TRUE(rig.cache->Cancel(300, 1u).ok());
+  // Process 500 speculates right: it reads every block it hinted.
+  ASSERT_TRUE(rig.cache->Hint(Reverse(500, 7, 16, HintSource::kSpeculative, 1)).ok());
+  ReadDescending(rig, 500, 7, good, 1 * kMs);
+  const double source = rig.cache->Stats().accuracy[1];
+  const double wrong = rig.cache->QueryStream(300).owner_accuracy[1];
+  const double right = rig.cache->QueryStream(500).owner_accuracy[1];
+  // The source's figure mixes both (16 used, 20 unused, a prior of 8 accurate): 24 / 44.
+  EXPECT_NEAR(source, 24.0 / 44, 1e-9);
+  // Each process starts from that figure and moves by its own record.
+  EXPECT_NEAR(wrong, 8 * source / 28, 1e-9);
+  EXPECT_NEAR(right, (16 + 8 * source) / 24, 1e-9);
+  // A process that never hinted gets the source's figure.
+  EXPECT_NEAR(rig.cache->QueryStream(900).owner_accuracy[1], source, 1e-9);
+  EXPECT_DOUBLE_EQ(rig.cache->QueryStream(500).owner_accuracy[0], 1.0);
+}
+
 TEST(TipTest, ConcurrentHintersShareFairly) {
   Emulated emu;
   // Four buffers for two readers that each want P = 10 ms / 2 ms = 5 blocks ahead.
