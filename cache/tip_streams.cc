@@ -72,7 +72,7 @@ void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dro
                         (dropped_as != Release::kRemoved && release->dropped_accesses() > 0);
   OwnerTotals* totals = outcomes ? &TotalsOf(s->owner()) : nullptr;
   if (totals != nullptr) totals->last_ns = std::max(totals->last_ns, s->last_activity_ns());
-  auto record = [&](HintSource source, bool used, double n) {
+  auto record = [&](HintSource source, bool used, double n) REQUIRES(mu_) {
     const size_t i = static_cast<size_t>(source);
     if (used) {
       accuracy_[i].RecordUsed(n);
