@@ -301,28 +301,38 @@ void TipManager::Eject(const Ejection& e) {
   if (b != nullptr && b->hint_refs > 0 && --b->hint_refs == 0) cache_->EvictBlock(b);
 }
 
+bool TipManager::FreeOneBuffer(const HintStream* exclude, int64_t now) {
+  if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
+    cache_->EvictBlock(b);
+  } else if (Block* lru = cache_->table_.LruColdest(); lru != nullptr) {
+    cache_->EvictBlock(lru);
+  } else if (Ejection e = CheapestEjection(exclude, now); e.stream != nullptr) {
+    Eject(e);
+  } else {
+    return false;  // the rest is in flight
+  }
+  return true;
+}
+
 void TipManager::EnforceCapacity(int64_t now) {
-  while (cache_->table_.size() > cache_->capacity_blocks_) {
-    if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
-      cache_->EvictBlock(b);
-    } else if (Block* lru = cache_->table_.LruColdest(); lru != nullptr) {
-      cache_->EvictBlock(lru);
-    } else if (Ejection e = CheapestEjection(nullptr, now); e.stream != nullptr) {
-      Eject(e);
-    } else {
-      break;  // the rest is in flight
-    }
+  while (cache_->table_.size() > cache_->capacity_blocks_ && FreeOneBuffer(nullptr, now)) {
   }
 }
 
 bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
                                      bool spare_only) {
   while (cache_->table_.size() >= cache_->capacity_blocks_) {
+    // The comparison policy takes a buffer inside the horizon whatever it is worth elsewhere.
+    if (options_.always_prefetch_hinted && !spare_only) {
+      if (!FreeOneBuffer(requester, now)) return false;
+      continue;
+    }
     if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
       // Nobody wants this block, but the buffer is wanted where the LRU would grow into it:
       // its ghost hits (blocks it evicted and was asked for again) price one more buffer there.
       // Otherwise a hinted stream recycles the blocks it consumes into ever deeper prefetches
       // while a re-reader next to it misses (tip_competition_test).
+      // (The comparison policy takes it beyond the horizon too.)
       if (!options_.always_prefetch_hinted) {
         const double growth = LruGrowthCostRate(now);
         if (spare_only ? growth > 0 : !(benefit > growth)) return false;
@@ -337,16 +347,6 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
       continue;
     }
     const Ejection e = CheapestEjection(requester, now);
-    if (options_.always_prefetch_hinted) {
-      if (cache_->table_.lru_size() > 0) {
-        cache_->EvictBlock(cache_->table_.LruColdest());
-      } else if (e.stream != nullptr) {
-        Eject(e);
-      } else {
-        return false;  // the rest is in flight
-      }
-      continue;
-    }
     if (!(benefit > std::min(lru_cost, e.cost))) return false;
     if (e.stream != nullptr && e.cost < lru_cost) {
       Eject(e);

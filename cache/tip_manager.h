@@ -146,6 +146,9 @@ class TipManager {
   Ejection CheapestEjection(const HintStream* exclude, int64_t now) const
       REQUIRES(mu_, cache_->mu_);
   void Eject(const Ejection& e) REQUIRES(mu_, cache_->mu_);
+  // Frees one buffer: the coldest evict-first block, else the LRU's coldest, else the cheapest
+  // hinted block of a stream other than `exclude`. False when every buffer is in flight.
+  bool FreeOneBuffer(const HintStream* exclude, int64_t now) REQUIRES(mu_, cache_->mu_);
   // `spare_only`: take only a free buffer, an evict-first block or an LRU tail without marginal
   // hits (for prefetches beyond the horizon on idle disks).
   bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
