@@ -36,7 +36,7 @@ FIGURE_CSVS = {
     "breakdown.csv": ["workload", "variant", "subsystem", "median_share", "median_seconds"],
 }
 SYNTHETIC = ["agrep", "gnuld", "xdataslice", "loader"]
-REAL = ["grep", "tre-agrep", "ld"]
+REAL = ["grep", "tre-agrep", "ld", "gcc", "json"]
 
 
 def read_csv(path: Path) -> list:
@@ -58,7 +58,7 @@ class QuickSetTest(unittest.TestCase):
         argv = [sys.executable, str(RUN), "--quick", "--repeats", "1", "--sweep-repeats", "1",
                 "--build-dir", BUILD, "--results-dir", str(cls.results),
                 "--work-root", str(cls.work), "--data-root", str(cls.tmp / "data"),
-                "--progress", "line"]
+                "--progress", "line", "--variants", "speculating-2nd"]
         cls.done = subprocess.run(argv, capture_output=True, text=True, timeout=1500, check=False)
         cls.runs = read_csv(cls.results / "runs.csv") if (cls.results / "runs.csv").exists() else []
 
@@ -90,6 +90,8 @@ class QuickSetTest(unittest.TestCase):
         for w in REAL:
             for v in ("native", "original", "speculating"):
                 self.assertIn((w, v), variants)
+        for w in SYNTHETIC + REAL:
+            self.assertIn((w, "speculating-2nd"), variants)
 
     def test_counters_of_each_run(self):
         for r in self.runs:
@@ -111,8 +113,12 @@ class QuickSetTest(unittest.TestCase):
                 # read before any slice is planned, is not): coverage is the counters' plumbing.
                 self.assertGreaterEqual(float(r["coverage"]), 0.9, r["key"])
                 self.assertEqual(int(r["hints_refused"]), 0, r["key"])
-            if r["variant"] == "speculating":
+            if r["variant"].startswith("speculating"):
                 self.assertNotEqual(r["spec_forks"], "", r["key"])  # libtipspec wrote its counters
+            if r["variant"] == "speculating-2nd":
+                # The untimed first run before it left its output aside, and succeeded.
+                first = Path(f"{stem}.first.stderr")
+                self.assertTrue(first.exists(), r["key"])
             if r["hints"] == "ignore":
                 self.assertEqual(int(r["hints_prefetched"]), 0, r["key"])
             if r["slowdown"] not in ("", "1"):
@@ -131,7 +137,7 @@ class QuickSetTest(unittest.TestCase):
                     if row[column] != "":
                         float(row[column])
         fig3 = read_csv(self.results / "fig3.csv")
-        self.assertEqual(len(fig3), 4 * len(SYNTHETIC) + 3 * len(REAL))
+        self.assertEqual(len(fig3), 5 * len(SYNTHETIC) + 4 * len(REAL))
         for row in fig3:
             self.assertEqual(row["outputs_agree"], "yes", row)
             if row["variant"] == "original":
@@ -153,7 +159,8 @@ class QuickSetTest(unittest.TestCase):
         text = (self.results / "summary.md").read_text()
         self.assertRegex(text, r"\*\*Measured on a (shared, loaded|quiet) machine\*\*")
         for heading in ("## Figure 3 / Table 7 beside the paper", "### Hint coverage",
-                        "## Figure 4", "## Figure 6", "## Disk-count sweep", "## Gap"):
+                        "### Speculation, first and second run", "## Figure 4", "## Figure 6",
+                        "## Disk-count sweep", "## Gap"):
             self.assertIn(heading, text)
         for w in SYNTHETIC[:3]:
             self.assertRegex(text, rf"\n\| {w} \| [0-9.]+ s \|")

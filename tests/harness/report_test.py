@@ -59,9 +59,22 @@ class PlanTest(unittest.TestCase):
         # Real programs have no manual variant and stay out of the sweeps unless asked.
         self.assertFalse(any(r.workload == "grep" and r.variant == "manual"
                              for r in plan.runs.values()))
-        self.assertEqual({m.figure for m in plan.members if m.run.workload == "grep"}, {"fig3"})
+        # They are in Figure 4 (the overhead of speculation is asked of every program).
+        self.assertEqual({m.figure for m in plan.members if m.run.workload == "grep"},
+                         {"fig3", "fig4"})
         swept = Plan(options(sweep_real=True))
         self.assertIn("fig6", {m.figure for m in swept.members if m.run.workload == "grep"})
+
+    def test_second_run_is_measured_and_swept_only_when_asked(self):
+        plain = Plan(options())
+        self.assertFalse(any(r.variant == "speculating-2nd" for r in plain.runs.values()))
+        plan = Plan(options(variants=["speculating-2nd"], workloads=["agrep", "json"],
+                            sweep_real=True))
+        second = {(m.figure, m.run.workload) for m in plan.members
+                  if m.run.variant == "speculating-2nd"}
+        self.assertIn(("fig3", "json"), second)
+        self.assertIn(("disks", "json"), second)
+        self.assertNotIn("fig4", {figure for figure, _ in second})
 
     def test_disk_models_of_the_sweeps(self):
         plan = Plan(options())
@@ -105,6 +118,18 @@ class CountersTest(unittest.TestCase):
         self.assertEqual(row["disk_read_mb"], 3.0)
         self.assertEqual(row["disk_utilization"], 0.375)
         self.assertEqual(stats_row({})["coverage"], "")
+
+    def test_reads_in_flight_and_automatic_sources(self):
+        row = stats_row({"disks": [{"queue_depth_seconds_total": 1.5},
+                                   {"queue_depth_seconds_total": 0.5}],
+                         "hints.history.consumed": 7, "hints.speculative_tainted.consumed": 2,
+                         "hints.history.bytes": 3_000_000})
+        # measure() divides the disks' request-seconds by the run's seconds.
+        self.assertEqual(row["reads_in_flight"], 2.0)
+        self.assertEqual(row["history_consumed"], 7)
+        self.assertEqual(row["tainted_consumed"], 2)
+        self.assertEqual(row["speculative_consumed"], 9)
+        self.assertEqual(row["history_hinted_mb"], 3.0)
 
     def test_tipspec_counters_are_summed_over_processes(self):
         with tempfile.TemporaryDirectory() as d:
@@ -193,6 +218,37 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(at2["raw_median_s"], "22.000")
         self.assertEqual(t[("agrep", "speculating", "2")]["speculating_over_manual"], "1.000")
         self.assertEqual(t[("agrep", "speculating", "1")]["speculating_over_manual"], "1.100")
+
+    def test_first_and_second_run_table(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        directory = Path(tmp.name)
+        plan = Plan(options(workloads=["json"], figures=["fig3"], variants=["speculating-2nd"],
+                            repeats=1))
+        (directory / "plan.json").write_text(json.dumps(plan.to_json()))
+        values = {"original": (10.0, "", 4.0, 0.8), "speculating": (8.0, 6.0, 9.0, 1.5),
+                  "speculating-2nd": (4.0, 1.0, 8.0, 3.0), "native": (1.0, "", "", "")}
+        rows = []
+        for n, (key, run) in enumerate(plan.runs.items(), start=1):
+            seconds, unused_mb, read_mb, in_flight = values[run.variant]
+            row = {c: "" for c in COLUMNS}
+            row.update({"run_id": n, "key": key, "workload": run.workload,
+                        "variant": run.variant, "fraction": "1", "repeat": 0, "status": "ok",
+                        "elapsed_s": seconds, "scaled_s": seconds, "output_sha256": "aa",
+                        "hinted_unused_mb": unused_mb, "fuse_read_mb": read_mb,
+                        "reads_in_flight": in_flight, "load_before": 1.0})
+            rows.append(row)
+        with open(directory / "runs.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+        context = {"started": "now", "machine": "test", "load": "1", "scale": "tiny", "seed": 1,
+                   "git": "abc"}
+        text = report.summary_markdown(report.Results(directory), context)
+        # Unused hinted bytes are divided by what the original read (4 MB), not by the
+        # speculating run's own reads, which count its children's.
+        self.assertRegex(text, r"\| json \| 10\.00 s \| 8\.00 s \| 0\.80 \| 4\.00 s \| 0\.40 \|"
+                               r" 1\.50, 0\.25 \| - \| 0\.80, 1\.50, 3\.00 \|")
 
     def test_summary_names_goals_and_the_caveat(self):
         context = {"started": "now", "machine": "test", "load": "5", "scale": "tiny", "seed": 1,

@@ -13,6 +13,7 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -38,9 +39,16 @@ COLUMNS = [
     "spec_forks", "spec_restarts", "spec_offtrack_mismatch", "spec_offtrack_behind",
     "spec_hints_issued", "spec_hints_consumed", "spec_reads_without_data",
     "spec_child_ended_forbidden", "spec_last_forbidden_syscall", "spec_start_failures",
+    "reads_in_flight", "spec_hint_bytes_issued", "spec_hint_bytes_consumed",
+    "hinted_unused_mb", "spec_hints_clean", "spec_hints_tainted", "spec_waits_at_sites",
+    "spec_forks_at_once", "tainted_consumed", "history_consumed", "history_hinted_mb",
     "cpu_s", "daemon_cpu_s", "load_before", "load_after", "started_at",
 ]
 DONE_STATUSES = ("ok", "mismatch")
+
+
+# libtipspec's state directory of one run, under the scratch directory (removed after the run).
+STATE_DIR_NAME = "tipspec-state"
 
 
 def stats_row(stats: dict) -> dict:
@@ -81,6 +89,13 @@ def stats_row(stats: dict) -> dict:
         "disk_utilization": round(statistics.fmean(utilization), 4) if utilization else "",
         "late_completions": int(num("disk.late.completions")),
         "horizon": round(num("hints.horizon"), 2),
+        "tainted_consumed": int(num("hints.speculative_tainted.consumed")),
+        "history_consumed": int(num("hints.history.consumed")),
+        "history_hinted_mb": round(num("hints.history.bytes") / 1e6, 3),
+        # Disk requests in flight (queued or in service) times seconds, summed over the disks;
+        # measure() divides by the run's time, giving the average number in flight.
+        "reads_in_flight": sum(float(d.get("queue_depth_seconds_total", 0))
+                               for d in disks if isinstance(d, dict)),
     }
 
 
@@ -102,7 +117,12 @@ def tipspec_row(path: Path) -> dict:
             "spec_reads_without_data": get("reads_without_data"),
             "spec_child_ended_forbidden": get("child_ended_forbidden"),
             "spec_last_forbidden_syscall": get("last_forbidden_syscall"),
-            "spec_start_failures": get("start_failures")}
+            "spec_start_failures": get("start_failures"),
+            "spec_hint_bytes_issued": get("hint_bytes_issued"),
+            "spec_hint_bytes_consumed": get("hint_bytes_consumed"),
+            "spec_hints_clean": get("hints_clean"), "spec_hints_tainted": get("hints_tainted"),
+            "spec_waits_at_sites": get("waits_at_sites"),
+            "spec_forks_at_once": get("forks_at_once")}
 
 
 class Progress:
@@ -232,17 +252,20 @@ class Runner:
             volume.cold_mount(MountOptions(run.setup.disk_model(), run.setup.cache,
                                            run.setup.hints, run.setup.data_cache))
             cwd = volume.mountpoint
-            if run.variant.startswith("speculating"):
-                prefix = [self.tools.tipfs, "run", "--mount", volume.mountpoint,
-                          "--stats-file", spec_stats]
-                if run.variant == "speculating-wait":
-                    prefix += ["--wait-for-data", "on"]
-                argv = prefix + ["--"] + argv
-        load_before = load_average()
-        started = time.strftime("%Y-%m-%dT%H:%M:%S")
         # `tipfs run` preloads the library of the build being measured, not whichever one it
         # would find first (a copied build still knows the path of the tree it was built in).
         env = dict(os.environ, TIPSPEC_LIBRARY=str(self.tools.libtipspec))
+        if volume is not None and run.variant.startswith("speculating"):
+            prefix = [self.tools.tipfs, "run", "--mount", volume.mountpoint,
+                      "--stats-file", spec_stats]
+            if run.variant == "speculating-wait":
+                prefix += ["--wait-for-data", "on"]
+            argv = prefix + ["--"] + argv
+            env["TIPSPEC_STATE_DIR"] = str(self._fresh_state_dir())
+            if run.variant == "speculating-2nd":
+                self._first_run(run, volume, argv, env, invocation, Path(f"{stem}.first"))
+        load_before = load_average()
+        started = time.strftime("%Y-%m-%dT%H:%M:%S")
         measured = run_timed(argv, cwd, Path(f"{stem}.stdout"), Path(f"{stem}.stderr"),
                              self.timeout, env=env)
         load_after = load_average()
@@ -276,10 +299,17 @@ class Runner:
                 Path(f"{stem}.stats.json").write_text(stats_text, encoding="utf-8")
                 Path(f"{stem}.breakdown.json").write_text(breakdown, encoding="utf-8")
                 row.update(stats_row(json.loads(stats_text)))
+                if measured.seconds > 0:
+                    row["reads_in_flight"] = round(row["reads_in_flight"] / measured.seconds, 3)
             finally:
                 volume.unmount()
         if run.variant.startswith("speculating"):
             row.update(tipspec_row(spec_stats))
+            issued, consumed = row["spec_hint_bytes_issued"], row["spec_hint_bytes_consumed"]
+            if issued != "" and consumed != "":
+                # Issue 10's figure, divided by the bytes the original read in the report (the
+                # children's own reads count in this mount's fuse.read.bytes too).
+                row["hinted_unused_mb"] = round(max(0, issued - consumed) / 1e6, 3)
         if measured.returncode is None:
             row["status"] = "timeout"
         elif measured.returncode not in invocation.accept_codes:
@@ -301,6 +331,7 @@ class Runner:
                                    f"the original's {reference[:12]}")
         for path in invocation.outputs:
             Path(path).unlink(missing_ok=True)
+        shutil.rmtree(self.scratch / STATE_DIR_NAME, ignore_errors=True)
         if row["status"] in ("failed", "timeout"):
             self.progress.note(f"{row['status'].upper()}: {run.key()} run {run_id} (exit "
                                f"{row['exit_code'] or 'none: killed after the timeout'}); see "
@@ -310,6 +341,32 @@ class Runner:
             csv.writer(f).writerow([row[c] for c in COLUMNS])
         self.progress.record(run, measured.seconds, row["status"] in DONE_STATUSES)
         return row
+
+
+    def _fresh_state_dir(self) -> Path:
+        """An empty state directory for libtipspec (learned read sites, recorded reads): each
+        measured run starts as a first run unless it is primed."""
+        state = self.scratch / STATE_DIR_NAME
+        shutil.rmtree(state, ignore_errors=True)
+        state.mkdir(mode=0o700)
+        return state
+
+    def _first_run(self, run: Run, volume, argv: list, env: dict, invocation,
+                   stem: Path) -> None:
+        """The untimed first run before a speculating-2nd run: the same command on its own cold
+        mount, so that what it leaves in the state directory is what a user's second run finds;
+        then a fresh cold mount for the measured run."""
+        measured = run_timed(argv, volume.mountpoint, Path(f"{stem}.stdout"),
+                             Path(f"{stem}.stderr"), self.timeout, env=env)
+        if measured.returncode not in invocation.accept_codes:
+            self.progress.note(f"the first run before {run.key()} failed (exit "
+                               f"{measured.returncode}); see {stem}.stderr")
+        Path(f"{stem}.stdout").unlink(missing_ok=True)
+        for path in invocation.outputs:
+            Path(path).unlink(missing_ok=True)
+        volume.unmount()
+        volume.cold_mount(MountOptions(run.setup.disk_model(), run.setup.cache, run.setup.hints,
+                                       run.setup.data_cache))
 
 
 def read_runs(path: Path) -> list:

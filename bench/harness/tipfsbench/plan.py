@@ -147,14 +147,19 @@ class Plan:
                     self._add("fig3", Run.make(w, v, 1.0, base), options.repeats)
         if "fig4" in options.figures:
             ignore = replace(base, hints="ignore")
-            for w in synthetic:
-                variants = ["original", "speculating"] + (["manual"] if options.fig4_manual else [])
+            for w in options.workloads:
+                variants = ["original", "speculating"]
+                if options.fig4_manual and not WORKLOADS[w].real:
+                    variants.append("manual")
                 for v in variants:
                     self._add("fig4", Run.make(w, v, 1.0, ignore), options.repeats)
-        sweep_variants = ["original", "manual", "speculating"]
+        # A second run (speculating-2nd) is swept too when asked for: issue 10's disk sweep.
+        sweep_variants = ["original", "manual", "speculating"] + [
+            v for v in options.variants if v == "speculating-2nd"]
         f = options.sweep_fraction
         for w in sweepable:
-            variants = [v for v in sweep_variants if v in WORKLOADS[w].variants()]
+            variants = [v for v in sweep_variants
+                        if v in WORKLOADS[w].variants() + options.variants]
             if "fig6" in options.figures:
                 for ratio in options.ratios:
                     for v in variants:

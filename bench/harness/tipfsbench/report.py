@@ -17,7 +17,8 @@ from .execute import DONE_STATUSES, read_runs
 from .plan import FIGURE_TITLES
 from .workloads import (FIGURE6_GOAL, FIGURE6_GOAL_WORKLOADS, OVERHEAD_GOAL, PAPER, WORKLOADS)
 
-VARIANT_ORDER = ["native", "original", "speculating", "speculating-wait", "manual"]
+VARIANT_ORDER = ["native", "original", "speculating", "speculating-2nd", "speculating-wait",
+                 "manual"]
 
 
 def _floats(rows: list, column: str) -> list:
@@ -361,6 +362,7 @@ def summary_markdown(results: Results, context: dict) -> str:
                 f" | {_fmt(results.median_of(sk, 'spec_restarts'), 0) or '-'} ("
                 f"{_fmt(results.median_of(sk, 'spec_offtrack_mismatch'), 0) or '-'}/"
                 f"{_fmt(results.median_of(sk, 'spec_offtrack_behind'), 0) or '-'}) |")
+        lines += _first_and_second_run(results)
         lines += ["", "### Every workload and variant, with the native baseline", "",
                   "The native variant is the original program on the plain data directory: **real "
                   "timing, no tipfs and no emulated disks**, so it is a CPU-bound reference (what "
@@ -424,6 +426,42 @@ def summary_markdown(results: Results, context: dict) -> str:
               "counters; outputs/ each distinct output once; plan.json and config.json what was "
               "asked.", ""]
     return "\n".join(lines)
+
+
+def _first_and_second_run(results: Results) -> list:
+    """Issue 10's table: speculation on a first run (nothing learned) and on the second run of the
+    same command (learned read sites and the recorded reads kept), with the unused hinted bytes
+    per byte read and the disk reads in flight."""
+    workloads = [w for w in _workloads(results, "fig3")
+                 if "speculating-2nd" in _variants(results, "fig3", w)]
+    if not workloads:
+        return []
+    lines = ["", "### Speculation, first and second run", "",
+             "| workload | original | first run | /orig | second run | /orig | unused hinted / "
+             "read (1st, 2nd) | history blocks used (2nd) | reads in flight (orig, 1st, 2nd) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for w in workloads:
+        keys = {v: _key_of(results, "fig3", w, v) or ""
+                for v in ("original", "speculating", "speculating-2nd")}
+        s = {v: results.summary(k) for v, k in keys.items()}
+        original = s["original"]["median"]
+
+        def med(variant: str, column: str, digits: int = 2) -> str:
+            return _fmt(results.median_of(keys[variant], column), digits) or "-"
+
+        def unused_per_read(variant: str) -> str:
+            read = results.median_of(keys["original"], "fuse_read_mb")
+            return _fmt(_ratio(results.median_of(keys[variant], "hinted_unused_mb"), read)) or "-"
+        lines.append(
+            f"| {w} | {_cell(s['original'])} | {_cell(s['speculating'])}"
+            f" | {_ratio_cell(_ratio(s['speculating']['median'], original))}"
+            f" | {_cell(s['speculating-2nd'])}"
+            f" | {_ratio_cell(_ratio(s['speculating-2nd']['median'], original))}"
+            f" | {unused_per_read('speculating')}, {unused_per_read('speculating-2nd')}"
+            f" | {med('speculating-2nd', 'history_consumed', 0)}"
+            f" | {med('original', 'reads_in_flight')}, {med('speculating', 'reads_in_flight')},"
+            f" {med('speculating-2nd', 'reads_in_flight')} |")
+    return lines
 
 
 def _figure6_goal(results: Results) -> list:

@@ -9,6 +9,11 @@ Variants (see bench/workloads/README.md):
   manual            the program's hint-calling variant (synthetic workloads only)
   speculating       the original under `tipfs run --mount M` (libtipspec preloaded)
   speculating-wait  the same with `--wait-for-data on` (the child waits for what it hinted)
+  speculating-2nd   `tipfs run`'s second run of the same command: what the first run learned
+                    (read sites, the recorded reads) is kept, as a user's next run would find it
+Every speculating variant has a state directory (TIPSPEC_STATE_DIR) of its own, made empty for
+`speculating` and `speculating-wait` (a first run) and filled by an untimed run before each
+`speculating-2nd` run.
 
 Every program runs with the data directory or the mount root as its working directory and
 relative paths, so its output names the same files wherever it runs.
@@ -22,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .datasets import DataSets
+from .datasets import JSON_LOADER, JSON_PYTHON, DataSets
 from .system import Tools
 
 SYNTHETIC_VARIANTS = ["native", "original", "manual", "speculating"]
 REAL_VARIANTS = ["native", "original", "speculating"]
-EXTRA_VARIANTS = ["speculating-wait"]
+EXTRA_VARIANTS = ["speculating-wait", "speculating-2nd"]
 ALL_VARIANTS = SYNTHETIC_VARIANTS + EXTRA_VARIANTS
 
 
@@ -160,6 +165,27 @@ def _ld(tools: Tools, data: DataSets, program: str, fraction: float, scratch: Pa
     return Invocation(["ld", "-r", "-o", out, *objects], [out], canonical=_with_file_digest)
 
 
+def _gcc(tools: Tools, data: DataSets, program: str, fraction: float, scratch: Path):
+    objects = _sorted_files(data.dir, "csrc/obj", ".o")
+    if fraction < 1:  # main.o stays: the program must link
+        units = [o for o in objects if not o.endswith("/main.o")]
+        objects = units[:_count(len(units), fraction)] + [o for o in objects
+                                                          if o.endswith("/main.o")]
+    out = scratch / "gcc-out"
+    # A full link through the driver: gcc runs collect2, which runs ld, so the reads happen in
+    # a grandchild of the program `tipfs run` started.
+    flags = [] if fraction == 1 else ["-Wl,--unresolved-symbols=ignore-all"]
+    return Invocation(["gcc", *flags, "-o", out, *objects], [out], canonical=_with_file_digest)
+
+
+def _json(tools: Tools, data: DataSets, program: str, fraction: float, scratch: Path):
+    # Debian's interpreter, whatever python3 is on PATH; the loader checks every record's digest.
+    argv = [JSON_PYTHON, JSON_LOADER, "load", "."]
+    if fraction < 1:
+        argv += ["--limit", str(_count(len(_sorted_files(data.dir, "json", ".json")), fraction))]
+    return Invocation(argv, [])
+
+
 WORKLOADS = {
     w.name: w for w in [
         Workload("agrep", "agrep", False, "agrep (tipfs-bench-agrep)", _agrep),
@@ -170,6 +196,8 @@ WORKLOADS = {
         Workload("grep", "agrep", True, "GNU grep -r -F", _grep),
         Workload("tre-agrep", "agrep", True, "tre-agrep -k", _tre_agrep),
         Workload("ld", "csrc", True, "GNU ld -r", _ld),
+        Workload("gcc", "csrc", True, "gcc (collect2, ld) full link", _gcc),
+        Workload("json", "json", True, "Python json.load() of shuffled files", _json),
     ]
 }
 SYNTHETIC = [w for w in WORKLOADS if not WORKLOADS[w].real]
