@@ -4,11 +4,15 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <cinttypes>
 #include <cstdio>
+#include <ctime>
 
 #include "cli/commands.h"
 #include "cli/mount_table.h"
+#include "speculate/history_file.h"
 #include "speculate/launcher.h"
+#include "util/units.h"
 
 namespace tipfs::cli {
 namespace {
@@ -20,6 +24,9 @@ struct RunArgs {
   bool no_speculation = false;
   std::string stats_file;
   std::string timeline;  // SVG file
+  std::string history;   // "", "on", "off"
+  bool history_list = false;
+  bool history_clear = false;
   std::vector<std::string> command;
 };
 
@@ -47,7 +54,60 @@ int DieBy(int sig, int fallback_status) {
   return fallback_status;  // a signal whose default is not to terminate
 }
 
+std::string ShellWords(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    if (!word.empty() && word.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~") == std::string::npos) {
+      out += word;
+      continue;
+    }
+    out += '\'';
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+// --history-list: one line per recording, oldest first (the first to go past the limit).
+int ListHistory() {
+  Result<std::vector<spec::RecordingEntry>> entries = spec::ListRecordings();
+  if (!entries.ok()) return Fail("run", entries.status());
+  for (const spec::RecordingEntry& e : *entries) {
+    char when[32] = "?";
+    time_t saved = static_cast<time_t>(e.saved_seconds);
+    struct tm local;
+    if (localtime_r(&saved, &local) != nullptr) strftime(when, sizeof(when), "%F %T", &local);
+    if (!e.problem.empty()) {
+      std::printf("%s  %s  not a recording: %s\n", e.name.c_str(), when, e.problem.c_str());
+      continue;
+    }
+    std::printf("%s  %s  %zu reads of %zu files, %s, %" PRIu64 " bytes on disk  in %s: %s\n",
+                e.name.c_str(), when, e.recording.reads.size(), e.recording.files.size(),
+                FormatSize(e.recording.bytes()).c_str(), e.file_bytes, e.recording.cwd.c_str(),
+                ShellWords(e.recording.argv).c_str());
+  }
+  return 0;
+}
+
+int ClearHistory() {
+  Result<size_t> removed = spec::ClearRecordings();
+  if (!removed.ok()) return Fail("run", removed.status());
+  std::printf("removed %zu recording%s\n", *removed, *removed == 1 ? "" : "s");
+  return 0;
+}
+
 int RunRun(const RunArgs& args) {
+  if (args.history_list || args.history_clear) {
+    if (!args.command.empty()) {
+      return Usage("run", std::string(args.history_list ? "--history-list" : "--history-clear") +
+                              " takes no command");
+    }
+    if (args.history_list && args.history_clear) {
+      return Usage("run", "--history-list and --history-clear: one at a time");
+    }
+    return args.history_list ? ListHistory() : ClearHistory();
+  }
   if (args.command.empty())
     return Usage("run", "no command given (tipfs run [OPTIONS] -- CMD [ARG...])");
   spec::RunOptions options;
@@ -60,6 +120,7 @@ int RunRun(const RunArgs& args) {
   if (args.wait == "off") options.wait = spec::WaitPolicy::kNever;
   if (args.wait == "learned") options.wait = spec::WaitPolicy::kLearned;
   options.speculate = !args.no_speculation;
+  if (!args.history.empty()) options.history = args.history == "on";
   if (args.no_speculation && args.stats) {
     return Usage("run", "--stats counts speculation, which --no-speculation turns off");
   }
@@ -127,6 +188,14 @@ Runner AddRunCommand(CLI::App* app) {
                   "Draw the run as an SVG picture: each disk's requests over time by purpose, "
                   "and the program's stalls")
       ->option_text("FILE.svg");
+  app->add_option("--history", args->history,
+                  "on (default): record the program's reads of the mount and hint the last run's "
+                  "reads of the same command ahead of it; off: neither")
+      ->option_text("on|off")
+      ->check(OneOf({"on", "off"}));
+  app->add_flag("--history-list", args->history_list,
+                "List the recorded commands (in the state directory) and exit");
+  app->add_flag("--history-clear", args->history_clear, "Remove every recording and exit");
   app->add_option("COMMAND", args->command, "The command and its arguments (after --)");
   app->prefix_command();
   return [args] { return RunRun(*args); };

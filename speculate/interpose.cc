@@ -41,7 +41,11 @@ template <typename ReadFn>
 ssize_t ObservedRead(int fd, int64_t explicit_offset, ReadFn read) {
   int64_t start = Spec().BeforeRead(fd, explicit_offset);
   ssize_t result = read();
-  Spec().AfterRead(start);
+  if (start > 0) {
+    int err = errno;  // the program sees the read's errno, not that of our bookkeeping
+    Spec().AfterRead(start, fd, explicit_offset, result);
+    errno = err;
+  }
   return result;
 }
 

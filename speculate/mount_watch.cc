@@ -246,6 +246,23 @@ bool HintSink::QueryConsumed(uint64_t stream, uint64_t consumed[5]) const {
   return answered;
 }
 
+long HintSink::SendPathHints(int mount, const tipfs_hint_paths* request) const {
+  if (log_mode_ || mount < 0 || mount >= mount_fd_count_) return -ENODEV;
+  return RawSyscall(SYS_ioctl, mount_fds_[mount], TIPFS_IOC_HINT_PATHS,
+                    reinterpret_cast<long>(request));
+}
+
+void HintSink::CancelStream(uint64_t stream) const {
+  struct tipfs_cancel cancel;
+  memset(&cancel, 0, sizeof(cancel));
+  cancel.header.version = TIPFS_HINT_VERSION;
+  cancel.header.source = TIPFS_SOURCE_HISTORY;
+  cancel.header.stream = stream;
+  for (int i = 0; i < mount_fd_count_; ++i) {
+    RawSyscall(SYS_ioctl, mount_fds_[i], TIPFS_IOC_CANCEL, reinterpret_cast<long>(&cancel));
+  }
+}
+
 void HintSink::WriteLine(const char* text, size_t length) const {
   if (log_fd_ >= 0) RawSyscall(SYS_write, log_fd_, reinterpret_cast<long>(text), length);
 }

@@ -15,6 +15,8 @@
 #include "speculate/options.h"
 #include "util/status.h"
 
+struct tipfs_hint_paths;
+
 namespace tipfs::spec {
 
 inline constexpr long kFuseSuperMagic = 0x65735546;
@@ -47,6 +49,7 @@ class MountWatch {
   bool log_mode() const { return log_mode_; }
   int mount_count() const { return mount_count_; }
   const char* mount_path(int i) const { return mount_paths_[i]; }
+  uint64_t mount_dev(int i) const { return devs_[i]; }
 
  private:
   bool DevWatched(uint64_t dev) const;
@@ -83,6 +86,12 @@ class HintSink {
   // tipfs_hint_source), summed over the watched mounts. False in log mode or when no mount
   // answers.
   bool QueryConsumed(uint64_t stream, uint64_t consumed[5]) const;
+
+  // Program: path hints to mount `mount` (the MountWatch's index), as the calling process, whose
+  // permissions the daemon checks. 0 or a negative errno (-ENODEV in log mode).
+  long SendPathHints(int mount, const tipfs_hint_paths* request) const;
+  // Program: drop every hint of the caller's `stream` on every mount.
+  void CancelStream(uint64_t stream) const;
 
   int log_fd() const { return log_fd_; }
   bool OwnsFd(int fd) const;

@@ -70,6 +70,11 @@ Result<SpecOptions> OptionsFromEnvironment(
     if (!flag.ok()) return flag.status();
     options.learn = *flag;
   }
+  if (const char* v = get("TIPSPEC_HISTORY")) {
+    Result<bool> flag = ParseFlag("TIPSPEC_HISTORY", v);
+    if (!flag.ok()) return flag.status();
+    options.history = *flag;
+  }
   if (const char* v = get("TIPSPEC_MAX_TAINTED_BYTES")) {
     Result<uint64_t> size = ParseSize(v);
     if (!size.ok()) return size.status().WithContext("TIPSPEC_MAX_TAINTED_BYTES");

@@ -33,6 +33,11 @@ struct SpecOptions {
   // and save what this run learned at exit (in the state directory, see state_dir.h). 0: learn
   // for this run only.
   bool learn = true;
+  // TIPSPEC_HISTORY=0|1 (default 1): record this run's reads of the mount and, at start, disclose
+  // the last run's reads of the same command (executable, arguments, working directory) ahead of
+  // the program as hints of source `history` (history.h), at most max_ahead_hints recorded reads
+  // and max_ahead_bytes bytes ahead. 0: neither record nor replay.
+  bool history = true;
   // TIPSPEC_MAX_TAINTED_BYTES (default 4M, K/M/G suffixes): once a child has read data it did not
   // get, it pauses while this many bytes it logged since are not yet consumed by the program:
   // the mount's tainted budget per process (tipfs(8)), which trims anything beyond it anyway.

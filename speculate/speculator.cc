@@ -117,6 +117,10 @@ Status Speculator::Start(const SpecOptions& options) {
   sites_known_ = sites_.size();
   sites_unsaved_ = false;
   fork_at_next_read_ = false;
+  {
+    Locked lock(&mu_);
+    StartHistory();
+  }
   disabled_after_failure_.store(false);
   started_.store(true);
   active_.store(true);
@@ -148,6 +152,7 @@ void Speculator::Stop() {
   if (child_pid_ > 0) EndChild(StopCause::kStop);
   ReapKilledChildren(/*wait=*/true);
   SaveLearnedSites();
+  FinishHistory();
   active_.store(false);
   started_.store(false);
 }
@@ -178,10 +183,9 @@ bool Speculator::IsWatched(int fd) {
 }
 
 int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
-  if (!active() || !IsWatched(fd) || disabled_after_failure_.load(std::memory_order_relaxed) ||
-      !OwnedByCallingThread()) {
-    return 0;
-  }
+  if (!active() || !IsWatched(fd) || !OwnedByCallingThread()) return 0;
+  // Speculation off after a child could not sandbox itself: the read is still recorded.
+  if (disabled_after_failure_.load(std::memory_order_relaxed)) return NowNanos();
   // The fast path, where speculation is not useful (reads too quick to be worth hiding): no
   // child to check this read against and none to fork; only time the read for the stall rule.
   if (!child_running_.load(std::memory_order_relaxed) && !MayFork()) return NowNanos();
@@ -196,8 +200,48 @@ int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
   return NowNanos();
 }
 
-void Speculator::AfterRead(int64_t start_nanos) {
-  if (start_nanos > 0) last_read_nanos_ = NowNanos() - start_nanos;
+void Speculator::AfterRead(int64_t start_nanos, int fd, int64_t explicit_offset, ssize_t result) {
+  if (start_nanos <= 0) return;
+  last_read_nanos_ = NowNanos() - start_nanos;
+  if (result <= 0 || !history_reads_.load(std::memory_order_relaxed)) return;
+  // The read's offset: given, or where the descriptor stood before it (a vDSO-free but cheap
+  // lseek; the FUSE read it follows cost far more).
+  int64_t offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR) - result;
+  if (offset < 0) return;
+  Locked lock(&mu_);
+  if (!history_reads_.load(std::memory_order_relaxed) || !InProgramProcess()) return;
+  const uint64_t dev = fds_[fd].dev;
+  const uint64_t ino = fds_[fd].ino;
+  recorder_.OnRead(fd, dev, ino, static_cast<uint64_t>(offset), static_cast<uint64_t>(result));
+  replay_.OnRead(dev, ino, static_cast<uint64_t>(offset), static_cast<uint64_t>(result));
+}
+
+void Speculator::StartHistory() {
+  history_reads_.store(false);
+  if (!options_.history) return;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  char cwd[4096];
+  if (n <= 0 || getcwd(cwd, sizeof(cwd)) == nullptr) return;
+  Recording command;
+  command.executable.assign(exe, static_cast<size_t>(n));
+  command.argv = OwnArguments();
+  command.cwd = cwd;
+  history_key_ = HistoryKey(objects_.main_id(), command.executable, command.argv, command.cwd);
+  recorder_.Start(command.executable, command.argv, command.cwd);
+  if (!watch_.log_mode()) {
+    replay_.Start(history_key_, command, &watch_, &sink_, options_.max_ahead_hints,
+                  options_.max_ahead_bytes);
+  }
+  history_reads_.store(recorder_.enabled() || replay_.active());
+}
+
+void Speculator::FinishHistory() {
+  if (!InProgramProcess()) return;
+  replay_.Stop();
+  recorder_.Save(history_key_);
+  recorder_.Disable();  // saved once: an exec that fails and an exit later do not save again
+  history_reads_.store(false);
 }
 
 void Speculator::CheckRead(uint64_t dev, uint64_t ino, uint64_t offset) {
@@ -545,6 +589,7 @@ void Speculator::BeforeExec() {
     if (child_pid_ > 0) EndChild(StopCause::kExec);
     ReapKilledChildren(/*wait=*/true);  // none may outlive the image it speculates on
     SaveLearnedSites();
+    FinishHistory();
   }
   PrintStatsIfAsked();
 }
@@ -574,6 +619,11 @@ void Speculator::AfterForkInChild() {
   sites_unsaved_ = false;
   fork_at_next_read_ = false;
   owed_head_ = owed_count_ = 0;
+  // The same command line as the parent's: recording it would replace the parent's recording
+  // with a part of it. The history stream is the parent's.
+  recorder_.Disable();
+  replay_.Forget();
+  history_reads_.store(false);
 }
 
 }  // namespace tipfs::spec

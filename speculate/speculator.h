@@ -18,6 +18,7 @@
 
 #include "speculate/fd_snapshot.h"
 #include "speculate/fork_policy.h"
+#include "speculate/history.h"
 #include "speculate/mount_watch.h"
 #include "speculate/options.h"
 #include "speculate/read_site.h"
@@ -69,9 +70,10 @@ class Speculator {
   }
 
   // Around a real read of `fd` at `explicit_offset` (< 0: the current offset). BeforeRead
-  // returns a start time (> 0) when the read is watched, for AfterRead to measure the stall.
+  // returns a start time (> 0) when the read is watched, for AfterRead to measure the stall and
+  // to record the read (`result`: what the read returned) and match it with the history.
   int64_t BeforeRead(int fd, int64_t explicit_offset);
-  void AfterRead(int64_t start_nanos);
+  void AfterRead(int64_t start_nanos, int fd, int64_t explicit_offset, ssize_t result);
 
   // The program is about to exec: the child must not outlive the image it speculates on.
   void BeforeExec();
@@ -124,6 +126,10 @@ class Speculator {
   void LearnFrom(StopCause cause);
   // Stores the sites learned in this run with those of earlier runs (TIPSPEC_LEARN).
   void SaveLearnedSites();
+  // REQUIRES: mu_ held. Starts recording this run and replaying the last one (TIPSPEC_HISTORY).
+  void StartHistory();
+  // REQUIRES: mu_ held. Ends the replay and saves this run's recording (at exit and exec).
+  void FinishHistory();
   // The mount's count of the hinted blocks this process consumed, by source (all zero in log
   // mode or when the mount cannot say).
   void QueryMount(tipspec_counters* out) const;
@@ -192,6 +198,12 @@ class Speculator {
   uint64_t sites_known_ = 0;    // at start (earlier runs)
   uint64_t sites_learned_ = 0;  // in this run
   bool sites_unsaved_ = false;
+  // Hints from the last run (history.h), in the program process only.
+  HistoryRecorder recorder_;
+  HistoryReplay replay_;
+  uint64_t history_key_ = 0;
+  // recorder_ or replay_ wants the program's reads (readable without mu_ by the reading thread).
+  std::atomic<bool> history_reads_{false};
   // The last child was useful: fork the next one at the next read, stall or not.
   bool fork_at_next_read_ = false;
   // Reads the program did before the running child logged them, oldest first (a ring).

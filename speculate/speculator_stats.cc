@@ -24,6 +24,7 @@ void Speculator::QueryMount(tipspec_counters* out) const {
   out->mount_consumed_clean = consumed[TIPFS_SOURCE_SPECULATIVE];
   out->mount_consumed_tainted = consumed[TIPFS_SOURCE_SPECULATIVE_TAINTED];
   out->hints_consumed = out->mount_consumed_clean + out->mount_consumed_tainted;
+  out->mount_consumed_history = consumed[TIPFS_SOURCE_HISTORY];
 }
 
 void Speculator::Query(tipspec_counters* out) {
@@ -49,6 +50,12 @@ void Speculator::Query(tipspec_counters* out) {
     out->children_waiting = children_waiting_;
     out->sites_known = sites_known_;
     out->sites_learned = sites_learned_;
+    const HistoryCounters& history = replay_.counters();
+    out->history_hints = history.hints;
+    out->history_hint_bytes = history.hint_bytes;
+    out->history_cancelled = history.cancelled;
+    out->history_files_changed = history.files_changed;
+    out->history_recorded = recorder_.reads();
   }
   QueryMount(out);  // ioctls: not under the lock
 }
@@ -91,6 +98,12 @@ void Speculator::PrintStatsIfAsked() {
       {"sites_known", c.sites_known},
       {"sites_learned", c.sites_learned},
       {"waits_at_sites", c.waits_at_sites},
+      {"history_hints", c.history_hints},
+      {"history_hint_bytes", c.history_hint_bytes},
+      {"history_cancelled", c.history_cancelled},
+      {"history_files_changed", c.history_files_changed},
+      {"history_recorded", c.history_recorded},
+      {"mount_consumed_history", c.mount_consumed_history},
   };
   std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
   for (const auto& [name, value] : fields) {

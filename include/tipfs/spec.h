@@ -90,7 +90,17 @@ struct tipspec_counters {
   uint64_t waits_at_sites;         /* child reads that waited at a learned site */
   uint64_t forks_at_once;          /* children forked at the read right after a child whose
                                       hints were used ended (no stall, no back-off) */
-  uint64_t reserved2[7];
+  /* Hints from the last run of the same command (TIPSPEC_HISTORY): */
+  uint64_t history_hints;          /* recorded reads disclosed as history hints */
+  uint64_t history_hint_bytes;     /* their bytes */
+  uint64_t history_cancelled;      /* of those, cancelled unread when the program's reads
+                                      stopped matching the recording */
+  uint64_t history_files_changed;  /* recorded files not hinted: changed (inode, size, mtime),
+                                      gone, or off the mount */
+  uint64_t history_recorded;       /* reads (sequential ones coalesced) recorded in this run */
+  uint64_t mount_consumed_history; /* the mount's count of this process's consumed hinted blocks:
+                                      history */
+  uint64_t reserved2[1];
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

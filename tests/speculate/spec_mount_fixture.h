@@ -53,8 +53,8 @@ class SpecMountTest : public MountedTest {
   }
 
   // Runs argv (cwd: the mount root) cold, plainly; then cold again under `tipfs run`, in
-  // lockstep, forking at every read, waiting for no data. Compares stdout (or the file
-  // `output`), expects speculation to have run, returns the speculated run's stdout.
+  // lockstep, forking at every read, waiting for no data, without history. Compares stdout (or the
+  // file `output`), expects speculation to have run, returns the speculated run's stdout.
   std::string ExpectSameOutput(const std::vector<std::string>& argv, const std::string& output = "",
                                const Environment& extra = {}) {
     Remount();
@@ -80,10 +80,13 @@ class SpecMountTest : public MountedTest {
         TipfsBinary(),         "run", "--mount", mount_->mountpoint(), "--stats-file",
         scratch_.stats_file(), "--"};
     command.insert(command.end(), argv.begin(), argv.end());
+    // No hints from an earlier run of the same command: these tests count speculation's
+    // (spec_history_test turns history on).
     Environment environment = {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH},
                                {"TIPSPEC_LOCKSTEP", "1"},
                                {"TIPSPEC_STALL_USEC", "0"},
-                               {"TIPSPEC_WAIT", "0"}};
+                               {"TIPSPEC_WAIT", "0"},
+                               {"TIPSPEC_HISTORY", "0"}};
     environment.insert(environment.end(), extra.begin(), extra.end());
     return scratch_.Run(command, false, mount_->mountpoint(), environment);
   }

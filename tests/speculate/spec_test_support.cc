@@ -49,6 +49,8 @@ RunResult SpecScratch::Run(
       setenv("TIPSPEC_STATS_FILE", stats_file().c_str(), 1);
       setenv("TIPSPEC_LOCKSTEP", "1", 1);
       setenv("TIPSPEC_STALL_USEC", "0", 1);
+      // Recordings of these runs (log mode: nothing is replayed) stay in the scratch directory.
+      setenv("TIPSPEC_STATE_DIR", (root_ + "/state").c_str(), 1);
     }
     for (const auto& [name, value] : environment) setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> args;

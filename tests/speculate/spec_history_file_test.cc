@@ -1,0 +1,103 @@
+// History recordings without a mount: the file format round-trips, a file out of bounds or torn
+// is refused, a recording replaces the last one of its command, and the directory keeps at most
+// kMaxRecordings of them, private to the user.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "speculate/history_file.h"
+
+namespace tipfs::spec {
+namespace {
+
+Recording Sample() {
+  Recording r;
+  r.executable = "/usr/bin/ld";
+  r.argv = {"ld", "-r", "a.o"};
+  r.cwd = "/mnt/tipfs/build";
+  r.files = {{"/mnt/tipfs/build/a.o", 12, 4096, 1700000000123456789}};
+  r.reads = {{0, 0, 4096}, {0, 100, 50}};
+  return r;
+}
+
+class HistoryFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/history-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir_);
+    setenv("TIPSPEC_STATE_DIR", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("TIPSPEC_STATE_DIR");
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(HistoryFileTest, ARecordingComesBackAsSavedInAPrivateFile) {
+  const uint64_t key = HistoryKey(1, "/usr/bin/ld", Sample().argv, Sample().cwd);
+  EXPECT_EQ(LoadRecording(key).error(), ENOENT);
+  ASSERT_TRUE(SaveRecording(key, Sample()).ok());
+  Result<Recording> loaded = LoadRecording(key);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->argv, Sample().argv);
+  EXPECT_EQ(loaded->cwd, Sample().cwd);
+  ASSERT_EQ(loaded->files.size(), 1u);
+  EXPECT_EQ(loaded->files[0].mtime_nanos, 1700000000123456789);
+  ASSERT_EQ(loaded->reads.size(), 2u);
+  EXPECT_EQ(loaded->reads[1].offset, 100u);
+  struct stat st;
+  ASSERT_EQ(stat(HistoryPath(key).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat((dir_ + "/history").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  Recording shorter = Sample();
+  shorter.reads.pop_back();
+  ASSERT_TRUE(SaveRecording(key, shorter).ok());  // replaces
+  EXPECT_EQ(LoadRecording(key)->reads.size(), 1u);
+}
+
+TEST_F(HistoryFileTest, TheKeyIsTheWholeCommand) {
+  const uint64_t key = HistoryKey(1, "/usr/bin/ld", {"ld", "-r", "a.o"}, "/m");
+  EXPECT_NE(key, HistoryKey(1, "/usr/bin/ld", {"ld", "-r", "b.o"}, "/m"));
+  EXPECT_NE(key, HistoryKey(1, "/usr/bin/ld", {"ld", "-ra.o"}, "/m"));
+  EXPECT_NE(key, HistoryKey(1, "/usr/bin/ld", {"ld", "-r", "a.o"}, "/n"));
+  EXPECT_NE(key, HistoryKey(2, "/usr/bin/ld", {"ld", "-r", "a.o"}, "/m"));
+  EXPECT_NE(key, HistoryKey(1, "/usr/bin/gold", {"ld", "-r", "a.o"}, "/m"));
+}
+
+TEST_F(HistoryFileTest, ATornOrOversizedFileIsRefused) {
+  const std::string data = FormatRecording(Sample());
+  EXPECT_TRUE(ParseRecording(data).ok());
+  EXPECT_EQ(ParseRecording(data.substr(0, data.size() - 3)).error(), EUCLEAN);
+  EXPECT_EQ(ParseRecording(data + "x").error(), EUCLEAN);
+  EXPECT_EQ(ParseRecording("TIPSITE1").error(), EUCLEAN);
+  Recording bad = Sample();
+  bad.reads.push_back({7, 0, 1});  // names a file it does not have
+  EXPECT_EQ(ParseRecording(FormatRecording(bad)).error(), EUCLEAN);
+  Recording huge = Sample();
+  huge.reads.assign(kMaxHistoryReads + 1, RecordedRead{0, 0, 1});
+  Result<Recording> refused = ParseRecording(FormatRecording(huge));
+  EXPECT_EQ(refused.error(), EUCLEAN);
+  EXPECT_NE(refused.status().message().find("reads"), std::string::npos);
+}
+
+TEST_F(HistoryFileTest, TheDirectoryKeepsAtMostItsNumberOfRecordings) {
+  for (size_t i = 0; i < kMaxRecordings + 5; ++i) {
+    ASSERT_TRUE(SaveRecording(1000 + i, Sample()).ok());
+  }
+  Result<std::vector<RecordingEntry>> listed = ListRecordings();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), kMaxRecordings);
+  EXPECT_TRUE(std::filesystem::exists(HistoryPath(1000 + kMaxRecordings + 4)));  // the newest
+  Result<size_t> removed = ClearRecordings();
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, kMaxRecordings);
+  EXPECT_TRUE(ListRecordings()->empty());
+}
+
+}  // namespace
+}  // namespace tipfs::spec

@@ -1,0 +1,246 @@
+// Hints from the last run (issue 10, item 4), on a real mount (label integration). `tipfs run`
+// records the program's reads of the mount at its exit; the next run of the same command
+// (executable, arguments, directory) discloses them ahead of the program as hints of source
+// `history`. Speculation is kept out of most of these tests (a stall no read takes), so every
+// hint the mount counts is history's. Each run is cold (remounted), and its output is compared
+// with the program's own without tipfs.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/speculate/spec_mount_fixture.h"
+
+namespace tipfs::spec::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kFiles = 24;
+// No read stalls this long: no speculating child is forked, only history hints.
+const std::pair<std::string, std::string> kNoForks = {"TIPSPEC_STALL_USEC", "4000000000"};
+
+class SpecHistoryTest : public SpecMountTest {
+ protected:
+  void SetUp() override {
+    SpecMountTest::SetUp();
+    if (mount_ == nullptr || !mount_->mounted()) return;
+    state_dir_ = scratch_.root() + "/state";
+    fs::create_directories(Path("records"));
+    ASSERT_EQ(tipfs::testing::RunCommand(std::string(PARSE_RECORDS) + " --make " +
+                                         std::to_string(kFiles) + " " + Path("records") + " 2>&1"),
+              0);
+    for (int i = 0; i < kFiles; ++i) {
+      char name[32];
+      snprintf(name, sizeof(name), "records/rec%03d.bin", i);
+      files_.push_back(name);
+    }
+    parser_ = {PARSE_RECORDS};
+    parser_.insert(parser_.end(), files_.begin(), files_.end());
+    Remount();
+    plain_ = scratch_.Run(parser_, false, mount_->mountpoint());
+    ASSERT_EQ(plain_.exit_status, 0) << plain_.out.substr(0, 300);
+  }
+
+  // A cold run of argv under `tipfs run` with `options` before the `--`; its counters.
+  std::map<std::string, uint64_t> Run(const std::vector<std::string>& argv,
+                                      const std::vector<std::string>& options = {},
+                                      Environment extra = {kNoForks}) {
+    Remount();
+    scratch_.ClearLogs();
+    std::vector<std::string> command = {TipfsBinary(),  "run",
+                                        "--mount",      mount_->mountpoint(),
+                                        "--stats-file", scratch_.stats_file()};
+    command.insert(command.end(), options.begin(), options.end());
+    command.push_back("--");
+    command.insert(command.end(), argv.begin(), argv.end());
+    Environment environment = {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH},
+                               {"TIPSPEC_STATE_DIR", state_dir_}};
+    environment.insert(environment.end(), extra.begin(), extra.end());
+    last_ = scratch_.Run(command, false, mount_->mountpoint(), environment);
+    EXPECT_EQ(last_.exit_status, 0);
+    return scratch_.Stats();
+  }
+
+  uint64_t Mount(const std::string& key) { return MountCounter(mount_->mountpoint(), key); }
+  std::string MountStats() { return ReadFile(mount_->mountpoint() + "/.tipfs/stats"); }
+
+  std::vector<std::string> Recordings() const {
+    std::vector<std::string> names;
+    if (!fs::exists(state_dir_ + "/history")) return names;
+    for (const auto& entry : fs::directory_iterator(state_dir_ + "/history")) {
+      names.push_back(entry.path().string());
+    }
+    return names;
+  }
+
+  // tipfs run ARGS, stdout and stderr together.
+  RunResult Cli(const std::string& args) {
+    return scratch_.Run({"sh", "-c", TipfsBinary() + " run " + args + " 2>&1"}, false,
+                        mount_->mountpoint(), {{"TIPSPEC_STATE_DIR", state_dir_}});
+  }
+
+  std::string state_dir_;
+  std::vector<std::string> files_;
+  std::vector<std::string> parser_;
+  RunResult plain_;
+  RunResult last_;
+};
+
+// The first run records (one coalesced read per file: its header and records are sequential) in
+// a private file; the second discloses them before the program reads, and the program's reads
+// consume them: the mount counts history blocks consumed, libtipspec agrees, nothing cancelled.
+TEST_F(SpecHistoryTest, TheSecondRunHintsFromHistoryAndConsumesThoseHints) {
+  std::map<std::string, uint64_t> first = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(first["forks"], 0u);
+  EXPECT_EQ(first["history_hints"], 0u) << "nothing was recorded before";
+  EXPECT_EQ(first["history_recorded"], static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(Mount("hints.history.bytes"), 0u);
+  std::vector<std::string> recordings = Recordings();
+  ASSERT_EQ(recordings.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(recordings[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, geteuid());
+  ASSERT_EQ(stat((state_dir_ + "/history").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
+  ASSERT_EQ(stat(state_dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  std::map<std::string, uint64_t> second = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(second["forks"], 0u);
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(second["history_cancelled"], 0u);
+  EXPECT_EQ(second["history_files_changed"], 0u);
+  uint64_t bytes = 0;
+  for (const std::string& file : files_) bytes += fs::file_size(Path(file));
+  EXPECT_EQ(second["history_hint_bytes"], bytes);
+  EXPECT_EQ(Mount("hints.history.bytes"), bytes) << MountStats();
+  // Most of them: the program's first read may come before its prefetch is under way.
+  const uint64_t consumed = Mount("hints.history.consumed");
+  EXPECT_GE(consumed, static_cast<uint64_t>(kFiles / 2)) << MountStats();
+  EXPECT_EQ(second["mount_consumed_history"], consumed) << "libtipspec and the mount disagree";
+  EXPECT_EQ(Recordings().size(), 1u) << "the new recording replaces the old one";
+}
+
+// A file touched (new mtime) and one grown (new size) since the recording are not hinted; the
+// others are, and the program's output is the same.
+TEST_F(SpecHistoryTest, FilesChangedSinceTheRecordingAreNotHinted) {
+  Run(parser_);
+  struct timespec times[2] = {{1000000, 0}, {1000000, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, Path(files_[3]).c_str(), times, 0), 0);
+  {
+    int fd = open(Path(files_[7]).c_str(), O_WRONLY | O_APPEND);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "trailing", 8), 8);  // past the records: the parser never reads it
+    close(fd);
+  }
+  uint64_t unchanged_bytes = 0;
+  for (int i = 0; i < kFiles; ++i) {
+    if (i != 3 && i != 7) unchanged_bytes += fs::file_size(Path(files_[i]));
+  }
+  std::map<std::string, uint64_t> second = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(second["history_files_changed"], 2u);
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles - 2));
+  EXPECT_EQ(second["history_hint_bytes"], unchanged_bytes);
+  EXPECT_EQ(Mount("hints.history.bytes"), unchanged_bytes) << MountStats();
+}
+
+// The key is the whole command: other arguments (the same files in another order) are another
+// command, with a recording of its own.
+TEST_F(SpecHistoryTest, ADifferentArgumentListDoesNotReuseARecording) {
+  Run(parser_);
+  std::vector<std::string> reversed = {PARSE_RECORDS};
+  reversed.insert(reversed.end(), files_.rbegin(), files_.rend());
+  std::map<std::string, uint64_t> other = Run(reversed);
+  EXPECT_EQ(other["history_hints"], 0u);
+  EXPECT_EQ(Mount("hints.history.bytes"), 0u) << MountStats();
+  EXPECT_EQ(Recordings().size(), 2u);
+  std::map<std::string, uint64_t> again = Run(parser_);  // the first command's is still there
+  EXPECT_EQ(again["history_hints"], static_cast<uint64_t>(kFiles));
+}
+
+// --history off neither records nor replays; TIPSPEC_HISTORY=0 is the same.
+TEST_F(SpecHistoryTest, HistoryOffRecordsAndReplaysNothing) {
+  std::map<std::string, uint64_t> off = Run(parser_, {"--history", "off"});
+  EXPECT_EQ(off["history_recorded"], 0u);
+  EXPECT_TRUE(Recordings().empty());
+  Run(parser_);  // recorded
+  ASSERT_EQ(Recordings().size(), 1u);
+  std::map<std::string, uint64_t> replay_off = Run(parser_, {"--history", "off"});
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(replay_off["history_hints"], 0u);
+  EXPECT_EQ(Mount("hints.history.bytes"), 0u) << MountStats();
+  std::map<std::string, uint64_t> env_off = Run(parser_, {}, {kNoForks, {"TIPSPEC_HISTORY", "0"}});
+  EXPECT_EQ(env_off["history_hints"], 0u);
+  EXPECT_EQ(Mount("hints.history.bytes"), 0u) << MountStats();
+}
+
+TEST_F(SpecHistoryTest, RecordingsAreListedAndCleared) {
+  Run(parser_);
+  RunResult listed = Cli("--history-list");
+  EXPECT_EQ(listed.exit_status, 0) << listed.out;
+  EXPECT_NE(listed.out.find("24 reads of 24 files"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find(files_[5]), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("in " + mount_->mountpoint()), std::string::npos) << listed.out;
+  RunResult cleared = Cli("--history-clear");
+  EXPECT_EQ(cleared.exit_status, 0);
+  EXPECT_EQ(cleared.out, "removed 1 recording\n");
+  EXPECT_TRUE(Recordings().empty());
+  EXPECT_EQ(Cli("--history-list").out, "");
+  std::map<std::string, uint64_t> after = Run(parser_);
+  EXPECT_EQ(after["history_hints"], 0u) << "a cleared recording was replayed";
+  // Bad input: one line each, exit status 2.
+  for (const std::string& bad :
+       {std::string("--history-list -- cat x"), std::string("--history maybe -- true"),
+        std::string("--history-list --history-clear")}) {
+    RunResult refused = Cli(bad);
+    EXPECT_EQ(refused.exit_status, 2) << bad;
+    EXPECT_EQ(std::count(refused.out.begin(), refused.out.end(), '\n'), 1) << refused.out;
+  }
+}
+
+// A program that reads two files in turns, a byte at a time, makes reads no coalescing can join:
+// the recording keeps the first kMaxHistoryReads (16384) and stays under 1 MiB.
+TEST_F(SpecHistoryTest, ARecordingStaysWithinItsBound) {
+  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+  WriteFile(Path("a"), std::string(12000, 'a'));
+  WriteFile(Path("b"), std::string(12000, 'b'));
+  const std::string script = scratch_.root() + "/turns.py";
+  WriteFile(script,
+            "import os\n"
+            "a = os.open('a', os.O_RDONLY); b = os.open('b', os.O_RDONLY)\n"
+            "n = 0\n"
+            "for i in range(12000):\n"
+            "    n += len(os.pread(a, 1, i)) + len(os.pread(b, 1, i))\n"
+            "print(n)\n");
+  std::map<std::string, uint64_t> stats = Run({"python3", script});
+  EXPECT_EQ(last_.out, "24000\n");
+  EXPECT_EQ(stats["history_recorded"], 16384u);
+  std::vector<std::string> recordings = Recordings();
+  ASSERT_EQ(recordings.size(), 1u);
+  EXPECT_LT(fs::file_size(recordings[0]), 1u << 20);
+}
+
+// Speculation and history together (lockstep, a child forked at every read): the same output,
+// and both sources' hints consumed.
+TEST_F(SpecHistoryTest, HistoryAndSpeculationRunTogether) {
+  const Environment speculate = {
+      {"TIPSPEC_LOCKSTEP", "1"}, {"TIPSPEC_STALL_USEC", "0"}, {"TIPSPEC_WAIT", "0"}};
+  Run(parser_, {}, speculate);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  std::map<std::string, uint64_t> second = Run(parser_, {}, speculate);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_GE(second["forks"], 1u);
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles));
+  EXPECT_GE(Mount("hints.history.consumed"), 1u) << MountStats();
+}
+
+}  // namespace
+}  // namespace tipfs::spec::testing
