@@ -11,9 +11,14 @@ double PrefetchHorizon(double t_disk, double t_app) {
 
 double PrefetchBenefit(double t_disk, double t_app, uint64_t x) {
   if (x == 0) return 0;
-  if (x == 1) return t_disk;
+  const double app = std::max(t_app, kMinAppNanos);
+  const double first = std::min(app, t_disk);
+  const double horizon = PrefetchHorizon(t_disk, t_app);
+  if (horizon < 2) return x == 1 ? first : 0;
+  const double second = t_disk / 2;
+  if (x <= 2) return std::max(first, (first + second) / 2);
   const double depth = static_cast<double>(x);
-  if (depth > PrefetchHorizon(t_disk, t_app)) return 0;
+  if (depth > horizon) return 0;
   return t_disk / (depth * (depth - 1.0));
 }
 

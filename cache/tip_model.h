@@ -32,10 +32,17 @@ constexpr double kMinAppNanos = 1000.0;
 double PrefetchHorizon(double t_disk, double t_app);
 
 // Benefit of a buffer used to prefetch the hinted block needed x accesses ahead, per access
-// (Patterson 1995, §4.1: the stall per access when prefetching x deep is T_disk/x - T_app, so
-// deepening from x-1 to x saves T_disk/(x-1) - T_disk/x = T_disk / (x(x-1)) for 1 < x <= P, and
-// nothing beyond P). The very next access (x = 1) would stall for the whole disk time, so
-// prefetching it is worth T_disk. x = 0 (not a future access) is worth 0.
+// (Patterson 1995, §4.1). The stall per access when prefetching x deep is
+// T_stall(x) = max(0, T_disk/x - T_app), and without prefetching (x = 0) a read stalls for T_disk.
+// So the first buffer saves T_stall(0) - T_stall(1) = min(T_app, T_disk): it only overlaps one
+// access's computation with the disk. Deepening from x-1 to x saves T_disk/(x(x-1)) for
+// 1 < x <= P, and nothing beyond P.
+// That curve is not concave: for P > 2 the second buffer (T_disk/2) is worth more than the first
+// (T_app). The exchange is greedy and offers a stream's accesses in order, so the first buffer
+// would be refused wherever one LRU buffer is worth more than T_app, and the stream would never
+// reach the second. The two are therefore valued together, each at their mean
+// (T_app + T_disk/2) / 2, the concave envelope of the curve: a greedy allocation over concave
+// benefits is optimal, and the pair's total is exactly the paper's. x = 0 is worth 0.
 double PrefetchBenefit(double t_disk, double t_app, uint64_t x);
 
 // Cost of ejecting a hinted block needed y accesses ahead, per access (Patterson 1995, §4.3):

@@ -21,14 +21,24 @@ TEST(TipModelTest, HorizonIsDiskTimeOverApplicationTime) {
 TEST(TipModelTest, PrefetchBenefitFollowsTheStallCurve) {
   const double t_disk = 15 * kMs, t_app = 100 * kUs;  // P = 150
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 0), 0.0);
-  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 1), 15 * kMs);   // the whole stall
-  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 2), 7.5 * kMs);  // 15 ms / (2 * 1)
+  // The first buffer saves T_app (one access's computation overlapped), the second
+  // 15 ms / (2 * 1); both are valued at their mean, so the curve the exchange sees is concave.
+  const double pair = (100 * kUs + 7.5 * kMs) / 2;
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 1), pair);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 2), pair);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 1) + PrefetchBenefit(t_disk, t_app, 2),
+                   15 * kMs - (15 * kMs / 2 - 100 * kUs));  // T_stall(0) - T_stall(2)
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 3), 15 * kMs / 6);
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 10), 15 * kMs / 90);
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 150), 15 * kMs / (150.0 * 149.0));
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, t_app, 151), 0.0);  // beyond the horizon
-  // A slow consumer (P < 2) gains only from the next block.
+  for (uint64_t x = 2; x < 151; ++x) {
+    EXPECT_LE(PrefetchBenefit(t_disk, t_app, x), PrefetchBenefit(t_disk, t_app, x - 1)) << x;
+  }
+  // A slow consumer (P < 2) gains only from the next block, and at most the whole stall.
   EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, 10 * kMs, 2), 0.0);
-  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, 10 * kMs, 1), 15 * kMs);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, 10 * kMs, 1), 10 * kMs);
+  EXPECT_DOUBLE_EQ(PrefetchBenefit(t_disk, 20 * kMs, 1), 15 * kMs);
 }
 
 TEST(TipModelTest, EjectCostSpreadsTheRefetchBeyondTheHorizon) {
