@@ -42,6 +42,8 @@ COLUMNS = [
     "reads_in_flight", "spec_hint_bytes_issued", "spec_hint_bytes_consumed",
     "hinted_unused_mb", "spec_hints_clean", "spec_hints_tainted", "spec_waits_at_sites",
     "spec_forks_at_once", "tainted_consumed", "history_consumed", "history_hinted_mb",
+    "spec_history_hints", "spec_history_hint_bytes", "spec_history_cancelled",
+    "spec_history_recorded",
     "cpu_s", "daemon_cpu_s", "load_before", "load_after", "started_at",
 ]
 DONE_STATUSES = ("ok", "mismatch")
@@ -122,7 +124,11 @@ def tipspec_row(path: Path) -> dict:
             "spec_hint_bytes_consumed": get("hint_bytes_consumed"),
             "spec_hints_clean": get("hints_clean"), "spec_hints_tainted": get("hints_tainted"),
             "spec_waits_at_sites": get("waits_at_sites"),
-            "spec_forks_at_once": get("forks_at_once")}
+            "spec_forks_at_once": get("forks_at_once"),
+            "spec_history_hints": get("history_hints"),
+            "spec_history_hint_bytes": get("history_hint_bytes"),
+            "spec_history_cancelled": get("history_cancelled"),
+            "spec_history_recorded": get("history_recorded")}
 
 
 class Progress:
