@@ -59,6 +59,18 @@ bool HintStream::LastAppendedCovers(uint64_t ino, uint64_t offset, uint64_t leng
          offset + length <= last_appended_.offset + last_appended_.length;
 }
 
+bool HintStream::HoldsBlock(uint64_t ino, uint64_t block) const {
+  for (const HintedAccess& a : accesses_) {
+    if (a.ino == ino && a.block == block) return true;
+  }
+  const uint64_t begin = block * block_size_;
+  const uint64_t end = begin + block_size_;
+  for (const HintSegment& s : pending_) {
+    if (s.ino == ino && s.offset < end && s.offset + s.length > begin) return true;
+  }
+  return false;
+}
+
 void HintStream::AddOutstanding(HintSource source, int64_t bytes) {
   outstanding_bytes_ += bytes;
   outstanding_by_source_[static_cast<size_t>(source)] += bytes;

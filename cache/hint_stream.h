@@ -100,6 +100,9 @@ class HintStream {
   // True when the last segment appended covers [offset, offset + length) of `ino` (and has not
   // been wholly consumed or dropped since).
   bool LastAppendedCovers(uint64_t ino, uint64_t offset, uint64_t length) const;
+  // True when an access to block `block` of `ino` is still outstanding (expanded or not). Costs
+  // a scan of the expanded accesses and pending segments.
+  bool HoldsBlock(uint64_t ino, uint64_t block) const;
 
   // Expanded accesses; index 0 is the next access the stream's reader will make (x = 1).
   size_t expanded() const { return accesses_.size(); }

@@ -181,6 +181,12 @@ class TipManager {
                      const std::vector<HintSegment>& segments, int64_t now) REQUIRES(mu_);
   void DeleteStream(uint64_t id, bool warmup, Release how) REQUIRES(mu_, cache_->mu_);
   void RetireIdleStreams(int64_t now) REQUIRES(mu_, cache_->mu_);
+  // The first byte in [start, end) of `ino` whose block some stream of `owner` other than
+  // `except` holds outstanding (`held`), or holds not (!`held`); `end` if none. A speculating
+  // child and the replay of the last run (history) disclose the same reads, and a read hinted
+  // twice is consumed once, the other copy held unused: neither hints what the other holds.
+  uint64_t FirstBlockHeldElsewhere(uint32_t owner, uint64_t except, uint64_t ino, uint64_t start,
+                                   uint64_t end, bool held) const REQUIRES(mu_);
   bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now)
       REQUIRES(mu_, cache_->mu_);
   // Stream sharing (stream_sharing.cc). The shared streams of the reader itself and of

@@ -374,18 +374,45 @@ void TipManager::OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_
       stream->second->LastAppendedCovers(ino, start, end - start)) {
     start = end;  // the same read again before its hint was fetched
   }
-  counters_.spec_redundant_bytes += std::min(start, end) - offset;
-  if (start >= end) return;
-  counters_.bytes_hinted[static_cast<size_t>(ctx.spec_source)] += end - start;
-  if (options_.hints_ignored) return;
   // Named streams (ids from 2^32 up) carry their process in the high half, as fusefs makes them.
   const uint32_t owner = ctx.spec_owner != 0          ? ctx.spec_owner
                          : ctx.spec_stream >> 32 != 0 ? static_cast<uint32_t>(ctx.spec_stream >> 32)
                                                       : static_cast<uint32_t>(ctx.spec_stream);
+  if (start < end) {
+    start = FirstBlockHeldElsewhere(owner, ctx.spec_stream, ino, start, end, /*held=*/false);
+  }
+  counters_.spec_redundant_bytes += std::min(start, end) - offset;
+  if (start >= end) return;
+  counters_.bytes_hinted[static_cast<size_t>(ctx.spec_source)] += end - start;
+  if (options_.hints_ignored) return;
   HintSegment segment{ino, start, end - start, file_size, ctx.spec_epoch, ctx.spec_source};
   if (!AppendHints(ctx.spec_stream, owner, ctx.spec_source, ctx.spec_epoch, {segment}, now).ok()) {
     ++counters_.hints_refused;
   }
+}
+
+uint64_t TipManager::FirstBlockHeldElsewhere(uint32_t owner, uint64_t except, uint64_t ino,
+                                             uint64_t start, uint64_t end, bool held) const {
+  auto owner_it = owners_.find(owner);
+  if (owner_it == owners_.end() || owner_it->second.streams.empty() ||
+      (owner_it->second.streams.size() == 1 && owner_it->second.streams[0] == except)) {
+    return held ? end : start;  // no other stream
+  }
+  while (start < end) {
+    const uint64_t block = start / block_size_;
+    bool found = false;
+    for (uint64_t id : owner_it->second.streams) {
+      if (id == except) continue;
+      auto other = streams_.find(id);
+      if (other != streams_.end() && other->second->HoldsBlock(ino, block)) {
+        found = true;
+        break;
+      }
+    }
+    if (found == held) return std::max(start, block * block_size_);
+    start = (block + 1) * block_size_;
+  }
+  return end;
 }
 
 // ---- Public hint entry points ------------------------------------------------------------
@@ -403,14 +430,31 @@ Status TipManager::Hint(const HintBatch& batch) {
       return Status::InvalidArgument("hint range at offset " + std::to_string(e.offset) +
                                      " overflows");
     }
-    if (e.length == 0 || e.offset >= e.file_size) continue;  // clipped to nothing
-    const uint64_t length = std::min(e.length, e.file_size - e.offset);
-    segments.push_back(
-        HintSegment{e.ino, e.offset, length, e.file_size, batch.epoch, batch.source});
-    bytes += length;
   }
   {
     MutexLock lock(&mu_);
+    for (const HintExtent& e : batch.extents) {
+      if (e.length == 0 || e.offset >= e.file_size) continue;  // clipped to nothing
+      const uint64_t end = e.offset + std::min(e.length, e.file_size - e.offset);
+      if (batch.source != HintSource::kHistory) {
+        segments.push_back(
+            HintSegment{e.ino, e.offset, end - e.offset, e.file_size, batch.epoch, batch.source});
+        bytes += end - e.offset;
+        continue;
+      }
+      // The last run's reads replayed: what the process's speculating child hinted already is
+      // not hinted again; the rest is, in the runs of blocks between.
+      for (uint64_t start = e.offset; start < end;) {
+        start = FirstBlockHeldElsewhere(batch.owner, batch.stream, e.ino, start, end, false);
+        if (start >= end) break;
+        const uint64_t stop =
+            FirstBlockHeldElsewhere(batch.owner, batch.stream, e.ino, start, end, true);
+        segments.push_back(
+            HintSegment{e.ino, start, stop - start, e.file_size, batch.epoch, batch.source});
+        bytes += stop - start;
+        start = stop;
+      }
+    }
     ++counters_.hint_calls;
     if (!options_.hints_ignored && !segments.empty()) {
       const int64_t now = clock_->NowNanos();

@@ -140,5 +140,37 @@ TEST(SpecSourcesTest, ReadsOfDataCachedComingOrJustHintedAreNoHints) {
   EXPECT_EQ(stats.hinted_skipped + stats.hinted_cancelled, 0u);
 }
 
+// The replay of the last run (history, a named stream of the program) and the program's
+// speculating child disclose the same reads: neither hints again what the other holds, cached
+// or not yet (a block far past the prefetch horizon is in no table, only in a stream).
+TEST(SpecSourcesTest, HistoryAndSpeculationDoNotHintTheSameBlocksTwice) {
+  CacheRig rig(2, kBlock, TestOptions(64), Wrap::kHeld);
+  const std::string data = NewFile(rig, 1, 512);
+  rig.HoldAll(true);
+  const uint64_t history_stream = (uint64_t{100} << 32) | 0x68697374;
+  HintBatch history;
+  history.stream = history_stream;
+  history.owner = 100;
+  history.source = HintSource::kHistory;
+  history.extents.push_back(HintExtent{1, 0, 256 * kBlock, data.size()});
+  ASSERT_TRUE(rig.cache->Hint(history).ok());
+  // The child reads blocks 200..203, which history hinted: no speculative hint.
+  rig.Read(Child(100, 1, HintSource::kSpeculative), 1, 200 * kBlock, 4 * kBlock, data.size());
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.bytes_hinted[static_cast<size_t>(HintSource::kSpeculative)], 0u);
+  EXPECT_FALSE(rig.cache->QueryStream(100).exists);
+  // It reads on past what history holds: blocks 300..303 are its own hints.
+  rig.Read(Child(100, 1, HintSource::kSpeculative), 1, 300 * kBlock, 4 * kBlock, data.size());
+  EXPECT_EQ(rig.cache->QueryStream(100).hinted_bytes, 4u * kBlock);
+  // History moving on to 296..311 hints only the 12 blocks the child does not hold.
+  history.extents = {HintExtent{1, 296 * kBlock, 16 * kBlock, data.size()}};
+  ASSERT_TRUE(rig.cache->Hint(history).ok());
+  stats = rig.cache->Stats();
+  EXPECT_EQ(stats.bytes_hinted[static_cast<size_t>(HintSource::kHistory)],
+            256u * kBlock + 12 * kBlock);
+  rig.HoldAll(false);
+  rig.ReleaseAll();
+}
+
 }  // namespace
 }  // namespace tipfs::cache
