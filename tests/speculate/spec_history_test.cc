@@ -228,6 +228,79 @@ TEST_F(SpecHistoryTest, ARecordingStaysWithinItsBound) {
   EXPECT_LT(fs::file_size(recordings[0]), 1u << 20);
 }
 
+// A loader reading the files named in a list (kept off the mount, so the command stays the same)
+// whose list changed after its first half: the program's reads match the recording for 12 files,
+// and then none of its reads is among the next recorded ones; 16 such reads in a row cancel the
+// 12 files' hints still outstanding, and the program's output is its own.
+TEST_F(SpecHistoryTest, AMismatchThatPersistsCancelsTheRestOfTheHistory) {
+  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+  fs::create_directories(Path("others"));
+  ASSERT_EQ(tipfs::testing::RunCommand(std::string(PARSE_RECORDS) + " --make 24 " + Path("others") +
+                                       " 2>&1"),
+            0);
+  const std::string list = scratch_.root() + "/list";
+  const std::string script = scratch_.root() + "/load.py";
+  WriteFile(script,
+            "import hashlib\n"
+            "for name in open('" +
+                list +
+                "').read().split():\n"
+                "    with open(name, 'rb') as f:\n"
+                "        print(name, hashlib.sha256(f.read()).hexdigest())\n");
+  std::string first_list, second_list;
+  for (const std::string& file : files_) first_list += file + "\n";
+  for (int i = 0; i < 12; ++i) second_list += files_[i] + "\n";
+  for (int i = 0; i < 24; ++i) {
+    char name[32];
+    snprintf(name, sizeof(name), "others/rec%03d.bin", i);
+    second_list += std::string(name) + "\n";
+  }
+  WriteFile(list, first_list);
+  std::map<std::string, uint64_t> first = Run({"python3", script});
+  EXPECT_EQ(first["history_recorded"], static_cast<uint64_t>(kFiles));
+  WriteFile(list, second_list);
+  Remount();
+  RunResult plain = scratch_.Run({"python3", script}, false, mount_->mountpoint());
+  std::map<std::string, uint64_t> second = Run({"python3", script});
+  EXPECT_EQ(last_.out, plain.out);
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(second["history_cancelled"], 12u);
+  EXPECT_GE(Mount("hints.history.consumed"), 1u) << MountStats();
+}
+
+// A program killed before it exits keeps the last recording: the run after it still replays it.
+TEST_F(SpecHistoryTest, AKilledProgramKeepsTheOldRecording) {
+  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+  const std::string flag = scratch_.root() + "/die";
+  const std::string script = scratch_.root() + "/reader.py";
+  WriteFile(script,
+            "import os, signal\n"
+            "names = sorted(os.listdir('records'))\n"
+            "if os.path.exists('" +
+                flag +
+                "'): names = names[:3]\n"
+                "for name in names:\n"
+                "    with open('records/' + name, 'rb') as f: f.read()\n"
+                "if os.path.exists('" +
+                flag +
+                "'): os.kill(os.getpid(), signal.SIGKILL)\n"
+                "print(len(names))\n");
+  Run({"python3", script});
+  ASSERT_EQ(Recordings().size(), 1u);
+  const std::string saved = ReadFile(Recordings()[0]);
+  WriteFile(flag, "");
+  Remount();
+  scratch_.Run(
+      {TipfsBinary(), "run", "--mount", mount_->mountpoint(), "--", "python3", script}, false,
+      mount_->mountpoint(),
+      {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH}, {"TIPSPEC_STATE_DIR", state_dir_}, kNoForks});
+  EXPECT_TRUE(ReadFile(Recordings()[0]) == saved) << "a killed run replaced the recording";
+  unlink(flag.c_str());
+  std::map<std::string, uint64_t> after = Run({"python3", script});
+  EXPECT_EQ(last_.out, std::to_string(kFiles) + "\n");
+  EXPECT_EQ(after["history_hints"], static_cast<uint64_t>(kFiles));
+}
+
 // Speculation and history together (lockstep, a child forked at every read): the same output,
 // and both sources' hints consumed.
 TEST_F(SpecHistoryTest, HistoryAndSpeculationRunTogether) {
