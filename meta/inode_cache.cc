@@ -40,8 +40,7 @@ void InodeCache::InsertIfUnchanged(const Inode& inode, uint64_t generation) {
   if (shard.generation != generation) return;  // changed meanwhile: the record may be stale
   auto [it, inserted] = shard.entries.try_emplace(inode.ino);
   if (!inserted) return;
-  it->second.inode = inode;
-  ++shard.clean;
+  FillLocked(shard, it->second, inode);
   TrimLocked(shard);
 }
 
@@ -50,9 +49,14 @@ void InodeCache::Insert(const Inode& inode) {
   MutexLock lock(&shard.mu);
   auto [it, inserted] = shard.entries.try_emplace(inode.ino);
   if (!inserted) return;
-  it->second.inode = inode;
-  ++shard.clean;
+  FillLocked(shard, it->second, inode);
   TrimLocked(shard);
+}
+
+void InodeCache::FillLocked(Shard& shard, Entry& entry, const Inode& inode) {
+  entry.inode = inode;
+  entry.version = entry.inserted_version = ++shard.last_version;
+  ++shard.clean;
 }
 
 void InodeCache::SetDirtyLocked(Shard& shard, Entry& entry, bool dirty) {
@@ -79,7 +83,7 @@ Result<Inode> InodeCache::RecordWrite(Ino ino, uint64_t end, Time now) {
   e.inode.size = std::max(e.inode.size, end);
   e.inode.mtime = now;
   e.inode.ctime = now;
-  ++e.version;  // the shard's generation stays: RocksDB did not change
+  e.version = ++shard.last_version;  // the shard's generation stays: RocksDB did not change
   SetDirtyLocked(shard, e, true);
   return e.inode;
 }
@@ -125,10 +129,12 @@ void InodeCache::AfterCommit(const std::vector<Versioned>& flushed,
     auto [it, inserted] = shard.entries.try_emplace(c.inode.ino);
     Entry& e = it->second;
     if (inserted) {
-      e.inode = c.inode;
-      ++shard.clean;
-    } else if (e.version == c.version) {
-      // Nothing written since the mutation loaded it: the committed record is all there is.
+      FillLocked(shard, e, c.inode);
+    } else if (e.version == c.version || e.version == e.inserted_version) {
+      // Nothing written since the mutation loaded it, or the entry is a record a reader read from
+      // RocksDB while the mutation ran (the mutation's entry was dropped meanwhile; what the
+      // reader read is at most as new as this commit): the committed record is all there is.
+      // Keeping the larger size of such a re-read record would undo a truncation.
       e.inode = c.inode;
       SetDirtyLocked(shard, e, false);
     } else {

@@ -68,7 +68,11 @@ class InodeCache {
  private:
   struct Entry {
     Inode inode;
-    uint64_t version = 0;  // bumped by every RecordWrite
+    // From the shard's counter, so an entry dropped and read again from RocksDB never has the
+    // version a mutation saw on the old one (a mutation's loaded version means "this entry, with
+    // no write since"). Set at insertion and by every RecordWrite.
+    uint64_t version = 0;
+    uint64_t inserted_version = 0;  // the version it was inserted with: equal means no write since
     bool dirty = false;
   };
   struct Shard {
@@ -76,6 +80,7 @@ class InodeCache {
     std::unordered_map<Ino, Entry> entries GUARDED_BY(mu);
     uint64_t generation GUARDED_BY(mu) = 0;  // bumped by every change RocksDB saw
     size_t clean GUARDED_BY(mu) = 0;
+    uint64_t last_version GUARDED_BY(mu) = 0;  // 0 is a version no entry has: "not cached"
   };
   static constexpr size_t kShards = 64;
 
@@ -83,6 +88,8 @@ class InodeCache {
   // Drops clean entries while the shard holds more than its share.
   void TrimLocked(Shard& shard) REQUIRES(shard.mu);
   void SetDirtyLocked(Shard& shard, Entry& entry, bool dirty) REQUIRES(shard.mu);
+  // Fills a new entry with `inode` (clean, a fresh version).
+  static void FillLocked(Shard& shard, Entry& entry, const Inode& inode) REQUIRES(shard.mu);
 
   const size_t shard_capacity_;
   mutable Shard shards_[kShards];
