@@ -76,6 +76,7 @@ struct DiskStats {
   int64_t late_ns = 0;      // total time those were late by
   int64_t overhead_ns = 0;  // CPU overhead o charged to submitting threads
   uint64_t errors = 0;      // completions that carried an error from the real disk
+  uint32_t in_flight = 0;   // now: submitted and not yet completed (held ones included)
 
   uint64_t requests() const { return reads + writes + syncs; }
   // Share of elapsed time the disk was busy (0 when nothing elapsed).

@@ -62,7 +62,8 @@ const std::vector<DiskModelConfig>& Profiles() {
 }
 
 constexpr const char* kProfileList = "hp-c2247, hdd, ssd, nvme, none";
-constexpr const char* kKeyList = "access, seek, rpm, bw, G, L, o, g, slowdown, queue, demand_first";
+constexpr const char* kKeyList =
+    "access, seek, rpm, bw, G, L, o, g, slowdown, queue, demand_first, hold";
 constexpr const char* kTimeUnits = "ns, us, ms, s";
 constexpr const char* kRateUnits = "B/s, kB/s, KB/s, MB/s, GB/s, KiB/s, MiB/s, GiB/s";
 
@@ -253,6 +254,14 @@ Status ApplyItems(const std::vector<std::string_view>& items, DiskModelConfig* c
       } else {
         return Bad(item, "expected on or off");
       }
+    } else if (key == "hold") {
+      if (value == "on") {
+        config->hold = true;
+      } else if (value == "off") {
+        config->hold = false;
+      } else {
+        return Bad(item, "expected on or off");
+      }
     } else {
       return Bad(item, "unknown key '" + std::string(key) + "' (accepted: " + kKeyList + ")");
     }
@@ -407,6 +416,7 @@ std::string DiskModelSpec(const DiskModelConfig& c) {
   if (c.slowdown != p.slowdown) add("slowdown", ShortestDouble(c.slowdown));
   if (c.queue != p.queue) add("queue", c.queue == QueuePolicy::kFifo ? "fifo" : "clook");
   if (c.demand_first != p.demand_first) add("demand_first", c.demand_first ? "on" : "off");
+  if (c.hold) add("hold", "on");
   return spec;
 }
 
@@ -434,7 +444,8 @@ std::string DescribeDiskModel(const DiskModelConfig& c) {
          ", slowdown " + ShortestDouble(c.slowdown) +
          (c.ModelsService() ? "" : " (of real service time)") + ", queue " +
          (c.queue == QueuePolicy::kFifo ? "fifo" : "clook") +
-         (c.demand_first ? ", demand first" : ", no priority");
+         (c.demand_first ? ", demand first" : ", no priority") +
+         (c.hold ? ", completions held" : "");
   return out;
 }
 

@@ -17,6 +17,9 @@
 //   slowdown=K     multiplies every modelled service time (positioning + transfer), K in (0, 1000]
 //   queue=fifo|clook        order of service of queued requests
 //   demand_first=on|off     serve queued demand requests before queued prefetches
+//   hold=on|off    deliver no completion while on: requests are served by the model and by the
+//                  real disk, then wait until hold=off (a stalled disk; how a test sees requests
+//                  in flight at one moment without timing them)
 //
 // TIME is a number with a unit: ns, us (or µs), ms, s; a bare 0 is allowed. Per-request times are
 // at most 10 s. Errors name the offending item and list what is accepted. Profile numbers and their
@@ -56,6 +59,7 @@ struct DiskModelConfig {
 
   QueuePolicy queue = QueuePolicy::kFifo;
   bool demand_first = true;
+  bool hold = false;  // completions wait for hold=off (EmulatedDisk)
 
   // Average positioning of a request that does not continue the previous one.
   int64_t PositioningNanos() const;

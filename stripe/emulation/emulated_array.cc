@@ -46,6 +46,8 @@ constexpr StatField kStatFields[] = {
      [](const DiskStats& s) { return double(s.errors); }},
     {"queue_depth", "gauge", "requests waiting or in service now",
      [](const DiskStats& s) { return double(s.queue_depth); }},
+    {"in_flight", "gauge", "requests submitted and not yet completed now",
+     [](const DiskStats& s) { return double(s.in_flight); }},
     {"queue_depth_max", "gauge", "largest queue depth seen",
      [](const DiskStats& s) { return double(s.max_queue_depth); }},
     {"queue_depth_avg", "gauge", "time-weighted mean queue depth",
@@ -175,6 +177,7 @@ DiskStats SumDiskStats(const std::vector<DiskStats>& disks) {
     t.late_ns += s.late_ns;
     t.overhead_ns += s.overhead_ns;
     t.errors += s.errors;
+    t.in_flight += s.in_flight;
   }
   return t;
 }

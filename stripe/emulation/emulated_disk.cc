@@ -32,8 +32,16 @@ void DiskEmulator::SetModel(const DiskModelConfig& config) {
   {
     MutexLock lock(&mu_);
     // Bring the model to the present under the old values, so the new ones start from now.
-    PumpLocked(clock_->NowNanos(), &ready);
+    const int64_t now = clock_->NowNanos();
+    PumpLocked(now, &ready);
+    const bool released = model_.config().hold && !config.hold;
     model_.SetConfig(config);
+    if (released) {
+      // What the hold kept back is delivered now (or at its deadline, if that is still ahead).
+      std::vector<uint64_t> held;
+      for (const auto& [id, f] : flight_) held.push_back(id);
+      for (uint64_t id : held) SettleLocked(id, now, &ready);
+    }
     RearmLocked();  // a new g may move the next start
   }
   Run(&ready);
@@ -53,6 +61,7 @@ DiskStats DiskEmulator::Stats() const {
   s.late_ns = extra_.late_ns;
   s.overhead_ns = extra_.overhead_ns;
   s.errors = extra_.errors;
+  s.in_flight = static_cast<uint32_t>(flight_.size());
   return s;
 }
 
@@ -168,6 +177,7 @@ void DiskEmulator::SettleLocked(uint64_t id, int64_t now, Ready* ready) {
   auto it = flight_.find(id);
   InFlight& f = it->second;
   if (f.model_deadline < 0 || f.real_target < 0) return;  // the other side will settle it
+  if (model_.config().hold) return;                       // SetModel settles it when the hold ends
   const int64_t due = std::max(f.model_deadline, f.real_target);
   if (due > now) {
     ScheduleLocked(due, id);

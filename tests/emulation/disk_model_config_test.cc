@@ -165,10 +165,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "nvme, none)"},
         BadSpec{"hdd,foo=1",
                 "foo=1: unknown key 'foo' (accepted: access, seek, rpm, bw, G, L, "
-                "o, g, slowdown, queue, demand_first)"},
+                "o, g, slowdown, queue, demand_first, hold)"},
         BadSpec{"hdd,fast",
                 "fast: expected key=value (keys: access, seek, rpm, bw, G, L, o, g, "
-                "slowdown, queue, demand_first)"},
+                "slowdown, queue, demand_first, hold)"},
         BadSpec{"hdd,L=", "L=: missing value"},
         BadSpec{"hdd,L=2", "L=2: missing unit (accepted: ns, us, ms, s)"},
         BadSpec{"hdd,L=2xs", "L=2xs: unknown unit 'xs' (accepted: ns, us, ms, s)"},
