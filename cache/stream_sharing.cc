@@ -62,7 +62,7 @@ bool TipManager::MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64
     if (owner == 0 || owner_it == owners_.end()) continue;
     for (uint64_t id : owner_it->second.streams) {
       if (!IsShared(id)) continue;
-      m.stream = streams_.at(id).get();
+      m.stream = ListedStream(id);
       // One pointer captured: std::function keeps it inline (no allocation per read).
       MutateStreamWith(m.stream, Release::kDropped, [p = &m](StreamRelease* r) {
         p->result = p->stream->MatchAnyOrder(p->ino, p->offset, p->length, p->now, r);
@@ -95,7 +95,7 @@ void TipManager::NoteConsumer(uint64_t stream, uint32_t reader) {
 
 std::optional<double> TipManager::SharedAppNanos(const HintStream* s) const {
   if (!IsShared(s->id())) return std::nullopt;
-  const std::vector<uint32_t>& consumers = shared_streams_.at(s->id()).consumers;
+  const std::vector<uint32_t>& consumers = ConsumersOf(s->id());
   // The consumers that read within the idle grace of the latest one work side by side (a
   // DataLoader's workers): each spends T_cpu + T_hit + T_driver per access, so together they
   // consume one access per that divided by their number.

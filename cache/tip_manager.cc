@@ -134,7 +134,7 @@ double TipManager::AppNanos(const HintStream* s) const {
 int64_t TipManager::LastStartNanos(const HintStream* s) const {
   int64_t last = events_.LastStartNanos(s->owner());
   if (IsShared(s->id())) {
-    for (uint32_t c : shared_streams_.at(s->id()).consumers) {
+    for (uint32_t c : ConsumersOf(s->id())) {
       last = std::max(last, events_.LastStartNanos(c));
     }
   }

@@ -196,6 +196,13 @@ class TipManager {
   bool IsShared(uint64_t stream) const REQUIRES(mu_) {
     return !shared_streams_.empty() && shared_streams_.contains(stream);  // no hash when unused
   }
+  // The stream an owner's list names. Holds by construction: AppendHints adds a stream to
+  // streams_ and to its owner's list together and DeleteStream drops both together, so a missing
+  // one is a broken invariant, not bad input: it aborts naming the id (as BlockTable does) rather
+  // than throw into the FUSE guard. One hash lookup, as the .at() it replaces.
+  HintStream* ListedStream(uint64_t id) const REQUIRES(mu_);
+  // The consumers of a shared stream. REQUIRES: IsShared(id), checked under the same mu_ hold.
+  const std::vector<uint32_t>& ConsumersOf(uint64_t id) const REQUIRES(mu_);
   void TrackRun(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, uint64_t file_size,
                 bool matched, int64_t now) REQUIRES(mu_);
 

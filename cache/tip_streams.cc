@@ -1,6 +1,8 @@
 // TipManager's hint streams: the hint entry points, the owners' caps, consumption of hinted
 // accesses by reads, cancellation and retirement, and the sequential runs of unhinted readers.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "cache/file_cache.h"
 #include "cache/tip_manager.h"
@@ -218,6 +220,26 @@ void TipManager::DeleteStream(uint64_t id, bool warmup, Release how) {
   map.erase(it);
 }
 
+HintStream* TipManager::ListedStream(uint64_t id) const {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) {
+    std::fprintf(stderr, "tipfs: INTERNAL ERROR: hint stream %llu is listed but does not exist\n",
+                 static_cast<unsigned long long>(id));
+    std::abort();
+  }
+  return it->second.get();
+}
+
+const std::vector<uint32_t>& TipManager::ConsumersOf(uint64_t id) const {
+  auto it = shared_streams_.find(id);
+  if (it == shared_streams_.end()) {
+    std::fprintf(stderr, "tipfs: INTERNAL ERROR: hint stream %llu is not shared\n",
+                 static_cast<unsigned long long>(id));
+    std::abort();
+  }
+  return it->second.consumers;
+}
+
 void TipManager::RetireIdleStreams(int64_t now) {
   std::vector<uint64_t> idle;
   for (const auto& [id, s] : streams_) {
@@ -237,7 +259,7 @@ bool TipManager::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint
   std::vector<uint64_t> retire;
   for (uint64_t id : owner_it->second.streams) {
     if (IsShared(id)) continue;  // MatchSharedStreams (stream_sharing.cc)
-    HintStream* s = streams_.at(id).get();
+    HintStream* s = ListedStream(id);
     HintStream::MatchResult result = HintStream::MatchResult::kMismatch;
     MutateStream(s, Release::kDropped,
                  [&](StreamRelease* r) { result = s->Match(ino, offset, length, now, r); });
