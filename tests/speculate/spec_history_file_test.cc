@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "speculate/history_file.h"
+#include "tests/speculate/state_dir_fixture.h"
 
 namespace tipfs::spec {
 namespace {
@@ -23,19 +24,7 @@ Recording Sample() {
   return r;
 }
 
-class HistoryFileTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/history-" + std::to_string(getpid());
-    std::filesystem::remove_all(dir_);
-    setenv("TIPSPEC_STATE_DIR", dir_.c_str(), 1);
-  }
-  void TearDown() override {
-    unsetenv("TIPSPEC_STATE_DIR");
-    std::filesystem::remove_all(dir_);
-  }
-  std::string dir_;
-};
+class HistoryFileTest : public tipfs::spec::testing::StateDirTest {};
 
 TEST_F(HistoryFileTest, ARecordingComesBackAsSavedInAPrivateFile) {
   const uint64_t key = HistoryKey(1, "/usr/bin/ld", Sample().argv, Sample().cwd);

@@ -15,6 +15,7 @@
 #include "speculate/shared_log.h"
 #include "speculate/site_store.h"
 #include "speculate/state_dir.h"
+#include "tests/speculate/state_dir_fixture.h"
 
 namespace tipfs::spec {
 namespace {
@@ -79,19 +80,7 @@ TEST(CriticalSitesTest, HoldsUpToItsCapacityAndNeverZero) {
   EXPECT_FALSE(sites.Contains(42));
 }
 
-class SiteStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/sites-" + std::to_string(getpid());
-    std::filesystem::remove_all(dir_);
-    setenv("TIPSPEC_STATE_DIR", dir_.c_str(), 1);
-  }
-  void TearDown() override {
-    unsetenv("TIPSPEC_STATE_DIR");
-    std::filesystem::remove_all(dir_);
-  }
-  std::string dir_;
-};
+class SiteStoreTest : public tipfs::spec::testing::StateDirTest {};
 
 TEST_F(SiteStoreTest, SavedSitesComeBackMergedAndPrivate) {
   SiteStore store(0xabc);
