@@ -119,6 +119,20 @@ class QuickSetTest(unittest.TestCase):
                 # The untimed first run before it left its output aside, and succeeded.
                 first = Path(f"{stem}.first.stderr")
                 self.assertTrue(first.exists(), r["key"])
+                # Its counters are its own, not the sum with the first run's (libtipspec appends
+                # to the stats file): one process wrote them, as for the first-run variant.
+                pids = [line for line in Path(f"{stem}.tipspec").read_text().splitlines()
+                        if line.startswith("tipspec.pid ")]
+                first_run = [x for x in self.runs if x["workload"] == r["workload"]
+                             and x["variant"] == "speculating" and x["hints"] == r["hints"]
+                             and x["fraction"] == r["fraction"] and x["disks"] == r["disks"]
+                             and x["disk_model"] == r["disk_model"]]
+                if first_run:
+                    stem1 = (self.results / "runs" /
+                             f"{int(first_run[0]['run_id']):05d}-{r['workload']}-speculating")
+                    pids1 = [line for line in Path(f"{stem1}.tipspec").read_text().splitlines()
+                             if line.startswith("tipspec.pid ")]
+                    self.assertEqual(len(pids), len(pids1), r["key"])
             if r["hints"] == "ignore":
                 self.assertEqual(int(r["hints_prefetched"]), 0, r["key"])
             if r["slowdown"] not in ("", "1"):

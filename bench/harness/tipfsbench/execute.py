@@ -270,6 +270,8 @@ class Runner:
             env["TIPSPEC_STATE_DIR"] = str(self._fresh_state_dir())
             if run.variant == "speculating-2nd":
                 self._first_run(run, volume, argv, env, invocation, Path(f"{stem}.first"))
+                # libtipspec appends to --stats-file: the measured run's counters must be its own.
+                spec_stats.unlink(missing_ok=True)
         load_before = load_average()
         started = time.strftime("%Y-%m-%dT%H:%M:%S")
         measured = run_timed(argv, cwd, Path(f"{stem}.stdout"), Path(f"{stem}.stderr"),
