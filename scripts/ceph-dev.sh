@@ -8,6 +8,10 @@
 #   scripts/ceph-dev.sh start DIR     make and start the cluster, wait until the pool takes I/O,
 #                                     print `export TIPFS_CEPH_CONF=... TIPFS_CEPH_POOL=...`
 #   scripts/ceph-dev.sh status DIR    say what runs; exit 0 when the pool takes I/O
+#   scripts/ceph-dev.sh check DIR     after tests that clean up: exit 0 when the pool holds no
+#                                     object and the OSD's count of bytes held is 0 to capacity
+#   scripts/ceph-dev.sh report DIR    what a failed run needs to be explained: status, health,
+#                                     capacity used (ceph df), and the ends of the daemons' logs
 #   scripts/ceph-dev.sh stop DIR      stop the daemons started under DIR, then remove DIR
 #   scripts/ceph-dev.sh stop-osd DIR  stop the OSD cleanly (memstore saves its objects to DIR)
 #   scripts/ceph-dev.sh start-osd DIR start it again (it loads them) and wait until the pool works
@@ -31,7 +35,7 @@ say() { echo "ceph-dev: $*" >&2; }
 die() { echo "ceph-dev: $*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 need_packages() {
@@ -143,6 +147,13 @@ memstore device bytes = $MEMSTORE_BYTES
 # Sparse objects: pages are allocated where data is written, not zero-filled up to the offset.
 memstore page set = true
 osd memory target = $OSD_MEMORY
+# One op thread. Memstore counts the bytes it holds in a plain integer that every op thread
+# updates (Ceph 16.2): with Debian's default of 8 shards x 2 threads, concurrent writes to
+# different placement groups lose updates, the count drifts and can go below zero, and then the
+# OSD reports itself full ("full status failsafe engaged, dropping updates") and every later
+# write times out. Seen here after two concurrent model tests on an empty pool.
+osd op num shards = 1
+osd op num threads per shard = 1
 # A clean stop saves memstore's objects to osd data, so stop-osd/start-osd keeps them.
 osd fast shutdown = false
 
@@ -233,6 +244,40 @@ cmd_status() {
   if pool_works; then say "pool $POOL takes I/O (conf $DIR/ceph.conf)"; else say "pool $POOL takes no I/O"; return 1; fi
 }
 
+# The OSD's own count of the bytes it holds ("stat_bytes_used"), refreshed every few seconds.
+osd_bytes_used() {
+  timeout 20 ceph --admin-daemon "$DIR/run/osd.0.asok" perf dump osd 2>/dev/null |
+    sed -n 's/.*"stat_bytes_used": *\([0-9]*\).*/\1/p'
+}
+
+cmd_check() {
+  local left used i
+  left=$(timeout 60 rados -c "$DIR/ceph.conf" -p "$POOL" ls --all 2>&1) ||
+    die "cannot list pool $POOL: $left"
+  [[ -z $left ]] || die "pool $POOL still holds $(wc -l <<<"$left") objects: $(head -3 <<<"$left" | tr '\t\n' '/ ')"
+  # An empty pool holds a few KiB (the PGs' metadata); a count beyond the capacity is one that
+  # went below zero (see "osd op num shards" above).
+  for ((i = 0; i < 15; i++)); do
+    used=$(osd_bytes_used)
+    [[ -n $used ]] || die "osd.0 does not answer on its admin socket"
+    ((used <= 1 << 20)) && return 0
+    sleep 1
+  done
+  die "osd.0 counts $used bytes held in an empty pool (capacity $MEMSTORE_BYTES)"
+}
+
+cmd_report() {
+  cmd_status || true
+  ceph_cli health detail 2>&1 | sed 's/^/ceph-dev: health: /' >&2 || true
+  ceph_cli df 2>&1 | sed 's/^/ceph-dev: df: /' >&2 || true
+  local log
+  for log in "$DIR"/log/mon.a.log "$DIR"/log/osd.0.log; do
+    [[ -f $log ]] || continue
+    say "last lines of $log:"
+    tail -n 25 "$log" | sed 's/^/ceph-dev:   /' >&2
+  done
+}
+
 cmd_stop() {
   [[ -d $DIR ]] || return 0
   DIR=$(cd "$DIR" && pwd)
@@ -264,8 +309,10 @@ DIR=$2
 case $1 in
   start) cmd_start ;;
   status) cmd_status ;;
+  check) DIR=$(cd "$DIR" && pwd); cmd_check ;;
+  report) [[ -d $DIR ]] && DIR=$(cd "$DIR" && pwd); cmd_report ;;
   stop) cmd_stop ;;
   stop-osd) DIR=$(cd "$DIR" && pwd); cmd_stop_osd ;;
   start-osd) DIR=$(cd "$DIR" && pwd); cmd_start_osd ;;
-  *) echo "ceph-dev.sh: unknown command '$1' (start, status, stop, stop-osd, start-osd)" >&2; exit 2 ;;
+  *) echo "ceph-dev.sh: unknown command '$1' (start, status, check, report, stop, stop-osd, start-osd)" >&2; exit 2 ;;
 esac
