@@ -17,7 +17,7 @@
 # Usage: bench/rados/run.sh [--repeats 3] [--parts "seq agrep random"] [--latencies "0 2ms"]
 #          [--conf PATH --pool NAME] [--seq-size 256M] [--files 400] [--total 8M]
 #          [--random-size 256M] [--blocks 800] [--cache 12M]
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 case ${1:-} in -h | --help) usage; exit 0 ;; esac
 
 BENCH_NAME=rados
