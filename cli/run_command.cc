@@ -25,6 +25,7 @@ struct RunArgs {
   std::string stats_file;
   std::string timeline;  // SVG file
   std::string history;   // "", "on", "off"
+  std::string cpu_group = "on";
   bool history_list = false;
   bool history_clear = false;
   std::vector<std::string> command;
@@ -125,6 +126,7 @@ int RunRun(const RunArgs& args) {
     return Usage("run", "--stats counts speculation, which --no-speculation turns off");
   }
   options.print_stats = args.stats;
+  options.cpu_group = args.cpu_group == "on";
   options.stats_file = args.stats_file;
   std::string timeline_mount;
   if (!args.timeline.empty()) {
@@ -191,6 +193,12 @@ Runner AddRunCommand(CLI::App* app) {
   app->add_option("--history", args->history,
                   "on (default): record the program's reads of the mount and hint the last run's "
                   "reads of the same command ahead of it; off: neither")
+      ->option_text("on|off")
+      ->check(OneOf({"on", "off"}));
+  app->add_option("--cpu-group", args->cpu_group,
+                  "on (default): run the program and its speculating copies in a CPU group of "
+                  "their own where cgroups allow (root), so the copy gets the program's share "
+                  "of the CPU while the program waits, even on a busy machine; off: no group")
       ->option_text("on|off")
       ->check(OneOf({"on", "off"}));
   app->add_flag("--history-list", args->history_list,

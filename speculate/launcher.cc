@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+
+#include "speculate/cpu_group.h"
 
 extern char** environ;
 
@@ -255,6 +258,19 @@ Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std
   // it started still holds a file or a directory of the mount.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+  // The tree gets a CPU group of its own where the machine lets it (cpu_group.h says why).
+  std::unique_ptr<CpuGroup> group;
+  if (options.cpu_group) {
+    Result<std::unique_ptr<CpuGroup>> entered = CpuGroup::Enter();
+    if (entered.ok()) {
+      group = std::move(*entered);
+    } else if (options.print_stats) {
+      const std::string note = "tipfs run: no CPU group of its own (" + entered.status().message() +
+                               "): the speculating child runs only when a CPU is idle\n";
+      (void)!write(STDERR_FILENO, note.data(), note.size());
+    }
+  }
+
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;
@@ -266,6 +282,7 @@ Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std
   int rc =
       posix_spawnp(&pid, args[0].c_str(), nullptr, &attr, arg_pointers.data(), env_pointers.data());
   posix_spawnattr_destroy(&attr);
+  if (group != nullptr) group->LeaveCaller();  // the program started inside; we wait outside
   Result<int> result = Status::OK();
   if (rc != 0) {
     result = SpawnError(args[0], rc);
@@ -304,6 +321,7 @@ Result<int> RunUnderSpeculation(const RunOptions& options, const std::vector<std
       if (killed_by != nullptr) *killed_by = WTERMSIG(program_status);
     }
   }
+  group.reset();  // every process of the tree is gone: the group can go too
   prctl(PR_SET_CHILD_SUBREAPER, old_subreaper);
   // Drop what arrived for the program after it was gone, then restore the caller's mask.
   timespec zero = {0, 0};

@@ -32,6 +32,9 @@ struct RunOptions {
   std::string stats_file;                   // TIPSPEC_STATS_FILE
   std::string hint_log;                     // TIPSPEC_HINT_LOG (tests)
   bool lockstep = false;                    // TIPSPEC_LOCKSTEP=1 (tests)
+  // Run the tree in a CPU group of its own where cgroups allow it (speculate/cpu_group.h);
+  // with print_stats, a line on stderr says why not where they don't.
+  bool cpu_group = true;
 };
 
 // The library to preload: $TIPSPEC_LIBRARY, else <dir of this executable>/../lib/libtipspec.so,

@@ -10,7 +10,8 @@ need "$BUILD/speculate/libtipspec.so"
 make_volume() { "$TIPFS" mkfs "${DISKS[@]}" >/dev/null && "$TIPFS" mount "${DISKS[0]}" "$MNT"; }
 
 # timed_run SPECULATE OUT CMD...: runs CMD in the mount root (SPECULATE=1: under `tipfs run`,
-# counters to $WORK/tipspec.txt; SPECULATE=wait-on|wait-off|wait-auto: that wait policy), stdout to
+# counters to $WORK/tipspec.txt; SPECULATE=wait-on|wait-off|wait-auto: that wait policy;
+# no-cpu-group: without a CPU group of its own), stdout to
 # OUT; sets ELAPSED (seconds, from outside: launcher included).
 timed_run() {
   local speculate=$1 out=$2
@@ -20,6 +21,8 @@ timed_run() {
   case $speculate in
     0) ;;
     1) prefix=("$TIPFS" run --mount "$MNT" --stats-file "$WORK/tipspec.txt" --) ;;
+    no-cpu-group)
+      prefix=("$TIPFS" run --mount "$MNT" --cpu-group off --stats-file "$WORK/tipspec.txt" --) ;;
     wait-on | wait-off)
       prefix=("$TIPFS" run --mount "$MNT" --wait-for-data "${speculate#wait-}"
               --stats-file "$WORK/tipspec.txt" --) ;;
