@@ -221,6 +221,18 @@ struct CacheStats {
   double t_driver_nanos = 0;
   std::vector<double> t_disk_nanos;  // per disk
   double lru_marginal_hit_ratio = 0;
+  // Per disk, what its T_disk comes from and what it makes of the busiest stream's horizon: the
+  // figures behind a decision (docs/DESIGN.md "Estimators").
+  struct DiskEstimate {
+    double t_disk_nanos = 0;    // the estimate in use (the same as t_disk_nanos[d])
+    double idle_nanos = 0;      // latency of reads that found the disk idle
+    double queued_nanos = 0;    // completion gaps of reads that queued behind another
+    uint64_t idle_samples = 0;  // reads measured each way
+    uint64_t queued_samples = 0;
+    uint32_t in_flight = 0;  // the cache's reads on the disk now
+    double horizon = 0;      // P = T_disk / T_app on this disk, of the busiest stream
+  };
+  std::vector<DiskEstimate> disk_estimates;
 };
 
 }  // namespace tipfs::cache

@@ -33,6 +33,8 @@ struct Fetch {
   stripe::DiskRequest::Purpose purpose = stripe::DiskRequest::Purpose::kDemand;  // set at issue
   uint32_t length = 0;  // bytes read from the block's start (the rest of the buffer is zeros)
   int64_t submit_ns = 0;
+  bool disk_was_idle = false;  // none of the cache's reads was on its disk at submission (T_disk)
+  bool timed = false;          // its driver CPU time is sampled (T_driver)
   uint64_t inode_epoch = 0;
   std::shared_ptr<char[]> buffer;
   Block* block = nullptr;

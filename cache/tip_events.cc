@@ -55,10 +55,17 @@ void TipEvents::RecordLru(int64_t now, const LruEvents& events) {
   if (events.ghost_hits > 0) lru_marginal_.RecordGhostHit(now, events.ghost_hits);
 }
 
-void TipEvents::RecordFetchDone(uint32_t disk, int64_t submit_ns, int64_t complete_ns) {
+bool TipEvents::RecordSubmit(uint32_t disk) {
+  if (disk >= disk_count_) return false;
+  MutexLock lock(&mu_);
+  return disks_[disk].RecordSubmit();
+}
+
+void TipEvents::RecordFetchDone(uint32_t disk, int64_t submit_ns, int64_t complete_ns,
+                                bool found_idle, bool ok) {
   if (disk >= disk_count_) return;
   MutexLock lock(&mu_);
-  disks_[disk].RecordCompletion(submit_ns, complete_ns);
+  disks_[disk].RecordCompletion(submit_ns, complete_ns, found_idle, ok);
 }
 
 void TipEvents::FoldCpuSamples() const {
@@ -70,9 +77,13 @@ void TipEvents::FoldCpuSamples() const {
   if (hit_blocks > 0) {
     t_hit_.Add(static_cast<double>(hit_nanos) / static_cast<double>(hit_blocks));
   }
-  const int64_t driver_nanos = driver_nanos_sum_.exchange(0, std::memory_order_relaxed);
+  // A fetch's stages arrive apart (its completion last, with the count): the time of stages of
+  // fetches still in flight waits for a count, and is averaged in with the next.
   const uint64_t drivers = driver_count_.exchange(0, std::memory_order_relaxed);
-  if (drivers > 0) t_driver_.Add(static_cast<double>(driver_nanos) / drivers);
+  if (drivers > 0) {
+    const int64_t driver_nanos = driver_nanos_sum_.exchange(0, std::memory_order_relaxed);
+    t_driver_.Add(static_cast<double>(driver_nanos) / static_cast<double>(drivers));
+  }
 }
 
 double TipEvents::CpuNanos(uint32_t tgid) const {
@@ -129,6 +140,11 @@ std::vector<double> TipEvents::AllDiskNanos() const {
   std::vector<double> out;
   for (const DiskServiceEstimator& d : disks_) out.push_back(d.nanos());
   return out;
+}
+
+std::vector<DiskServiceEstimator> TipEvents::DiskEstimators() const {
+  MutexLock lock(&mu_);
+  return disks_;
 }
 
 double TipEvents::LruMarginalHitsPerSecond(int64_t now, uint64_t tail_buffers,

@@ -56,13 +56,17 @@ class TipEvents {
     hit_nanos_sum_.fetch_add(nanos, std::memory_order_relaxed);
     hit_blocks_sum_.fetch_add(blocks, std::memory_order_relaxed);
   }
-  // CPU time spent issuing one disk read (T_driver).
-  void RecordDriver(int64_t nanos) {
+  // CPU time spent on sampled disk reads (T_driver): `nanos` of one stage of a read (allocation,
+  // submission, completion), `fetches` = 1 with the last stage of each.
+  void RecordDriver(int64_t nanos, uint64_t fetches) {
     driver_nanos_sum_.fetch_add(nanos, std::memory_order_relaxed);
-    driver_count_.fetch_add(1, std::memory_order_relaxed);
+    if (fetches > 0) driver_count_.fetch_add(fetches, std::memory_order_relaxed);
   }
-  // A read of disk `disk` submitted at `submit_ns` completed successfully at `complete_ns`.
-  void RecordFetchDone(uint32_t disk, int64_t submit_ns, int64_t complete_ns);
+  // A read is submitted to `disk`: returns whether it found the disk idle (for RecordFetchDone).
+  bool RecordSubmit(uint32_t disk);
+  // That read, submitted at `submit_ns`, finished at `complete_ns` (`ok`: successfully).
+  void RecordFetchDone(uint32_t disk, int64_t submit_ns, int64_t complete_ns, bool found_idle,
+                       bool ok);
 
   // ---- Read by the manager ----
   // T_cpu of `tgid` (0 when it never read), whether it was measured, its last read's start.
@@ -75,6 +79,8 @@ class TipEvents {
   double MeanDiskNanos() const;
   double SlowestDiskNanos() const;
   std::vector<double> AllDiskNanos() const;
+  // Every disk's estimator, for the statistics.
+  std::vector<DiskServiceEstimator> DiskEstimators() const;
   double LruMarginalHitsPerSecond(int64_t now, uint64_t tail_buffers, uint64_t ghost_slots) const;
   double LruMarginalHitRatio(int64_t now, uint64_t tail_buffers, uint64_t ghost_slots) const;
 

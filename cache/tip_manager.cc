@@ -554,14 +554,25 @@ void TipManager::FillStats(CacheStats* stats) const {
   stats->t_driver_nanos = events_.DriverNanos();
   stats->t_disk_nanos = events_.AllDiskNanos();
   const double mean_disk = events_.MeanDiskNanos();
-  double horizon = PrefetchHorizon(mean_disk, stats->t_hit_nanos + stats->t_driver_nanos);
+  // The busiest stream is the one with the least application time per access.
+  double t_app = stats->t_hit_nanos + stats->t_driver_nanos;
   if (!streams_.empty()) {
-    horizon = 0;
-    for (const auto& [id, s] : streams_) {
-      horizon = std::max(horizon, PrefetchHorizon(mean_disk, AppNanos(s.get())));
-    }
+    t_app = kInfinity;
+    for (const auto& [id, s] : streams_) t_app = std::min(t_app, AppNanos(s.get()));
   }
-  stats->prefetch_horizon = std::min(horizon, static_cast<double>(cache_->capacity_blocks_));
+  const double capacity = static_cast<double>(cache_->capacity_blocks_);
+  stats->prefetch_horizon = std::min(PrefetchHorizon(mean_disk, t_app), capacity);
+  for (const DiskServiceEstimator& d : events_.DiskEstimators()) {
+    CacheStats::DiskEstimate e;
+    e.t_disk_nanos = d.nanos();
+    e.idle_nanos = d.idle_nanos();
+    e.queued_nanos = d.queued_nanos();
+    e.idle_samples = d.idle_samples();
+    e.queued_samples = d.queued_samples();
+    e.in_flight = d.in_flight();
+    e.horizon = std::min(PrefetchHorizon(d.nanos(), t_app), capacity);
+    stats->disk_estimates.push_back(e);
+  }
   stats->lru_marginal_hit_ratio =
       events_.LruMarginalHitRatio(now, cache_->table_.tail_count(), cache_->table_.tail_window());
 }

@@ -50,11 +50,28 @@ double DecayingRate::Rate(int64_t now_ns) const {
   return Decayed(now_ns) * std::log(2.0) * 1e9 / static_cast<double>(half_life_ns_);
 }
 
-void DiskServiceEstimator::RecordCompletion(int64_t submit_ns, int64_t complete_ns) {
+void DiskServiceEstimator::RecordCompletion(int64_t submit_ns, int64_t complete_ns, bool found_idle,
+                                            bool ok) {
+  if (in_flight_ > 0) --in_flight_;
   const int64_t start = std::max(submit_ns, last_completion_ns_);
   last_completion_ns_ = std::max(last_completion_ns_, complete_ns);
-  ewma_.Add(static_cast<double>(std::max<int64_t>(0, complete_ns - start)));
-  ++samples_;
+  if (!ok) return;
+  if (found_idle) {
+    idle_.Add(static_cast<double>(std::max<int64_t>(0, complete_ns - submit_ns)));
+    ++idle_samples_;
+    since_idle_sample_ = 0;
+  } else {
+    queued_.Add(static_cast<double>(std::max<int64_t>(0, complete_ns - start)));
+    ++queued_samples_;
+    ++since_idle_sample_;
+  }
+}
+
+double DiskServiceEstimator::nanos() const {
+  if (since_idle_sample_ >= kStaleCompletions || (idle_samples_ == 0 && queued_samples_ > 0)) {
+    return queued_.value();
+  }
+  return idle_.value();
 }
 
 double LruMarginalEstimator::MarginalHitsPerSecond(int64_t now_ns, uint64_t tail_buffers,

@@ -97,20 +97,42 @@ class DecayingRate {
   int64_t last_ns_ = 0;
 };
 
-// T_disk of one disk from its recent service times. A request's service time is measured as a
-// FIFO server would see it: completion minus the later of its submission and the previous
-// completion on the same disk, so time spent queued behind other requests is not counted.
+// T_disk of one disk: the paper's disk access time, the latency of one read that did not wait
+// for another (Patterson 1995, §4: T_disk is what a demand miss stalls for beyond T_hit and
+// T_driver on an idle disk). Measured on the reads that found the disk with none of the cache's
+// reads in flight: their latency is the access time whether the disk serves one request at a
+// time or several at once. The former estimate, completion minus the later of submission and the
+// previous completion, is exact for a disk serving one request at a time, but reads low (near
+// zero for all but the first) on one serving several at once, such as an SSD or an OSD; it is
+// kept as the queued estimate, shown in the statistics, and used only when the disk has not been
+// idle for kStaleCompletions completions (a disk that never drains its queue still tracks a
+// change of speed).
 class DiskServiceEstimator {
  public:
-  explicit DiskServiceEstimator(double initial_nanos) : ewma_(0.125, initial_nanos) {}
-  void RecordCompletion(int64_t submit_ns, int64_t complete_ns);
-  double nanos() const { return ewma_.value(); }
-  uint64_t samples() const { return samples_; }
+  static constexpr uint64_t kStaleCompletions = 256;
+  explicit DiskServiceEstimator(double initial_nanos)
+      : idle_(0.125, initial_nanos), queued_(0.125, initial_nanos) {}
+  // A read is submitted: returns whether it found the disk idle (pass it to RecordCompletion).
+  bool RecordSubmit() { return in_flight_++ == 0; }
+  // The read submitted at `submit_ns` finished at `complete_ns`; `ok` false: it failed, and
+  // its timing says nothing about the disk.
+  void RecordCompletion(int64_t submit_ns, int64_t complete_ns, bool found_idle, bool ok = true);
+  double nanos() const;
+  double idle_nanos() const { return idle_.value(); }
+  double queued_nanos() const { return queued_.value(); }
+  uint64_t samples() const { return idle_samples_ + queued_samples_; }
+  uint64_t idle_samples() const { return idle_samples_; }
+  uint64_t queued_samples() const { return queued_samples_; }
+  uint32_t in_flight() const { return in_flight_; }
 
  private:
-  Ewma ewma_;
+  Ewma idle_;
+  Ewma queued_;
   int64_t last_completion_ns_ = 0;
-  uint64_t samples_ = 0;
+  uint64_t idle_samples_ = 0;
+  uint64_t queued_samples_ = 0;
+  uint64_t since_idle_sample_ = 0;  // completions since the last idle sample
+  uint32_t in_flight_ = 0;
 };
 
 // H(n) - H(n-1), the LRU queue's marginal hit ratio, estimated from hits near its end:

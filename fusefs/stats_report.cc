@@ -330,6 +330,15 @@ std::string StatsReport::Text() const {
           s.t_driver_nanos / 1e3);
   for (double t : s.t_disk_nanos) Appendf(&out, " %.2f", t / 1e6);
   out += "\n";
+  // What each disk's T_disk rests on (docs/DESIGN.md "Estimators"), and the horizon it gives.
+  for (size_t d = 0; d < s.disk_estimates.size(); ++d) {
+    const cache::CacheStats::DiskEstimate& e = s.disk_estimates[d];
+    Appendf(&out,
+            "    disk %zu: T_disk %.2f ms; idle reads %" PRIu64 " (%.2f ms), queued %" PRIu64
+            " (%.2f ms); %u in flight; horizon %.1f\n",
+            d, e.t_disk_nanos / 1e6, e.idle_samples, e.idle_nanos / 1e6, e.queued_samples,
+            e.queued_nanos / 1e6, e.in_flight, e.horizon);
+  }
   Appendf(&out,
           "speculation: %zu attached, %" PRIu64 " reads, %" PRIu64 " hits, %" PRIu64
           " hinted instead (EAGAIN)\n",
@@ -369,6 +378,17 @@ std::string StatsReport::Json() const {
   }
   for (size_t d = 0; d < s.t_disk_nanos.size(); ++d) {
     Appendf(&out, "\"hints.estimate.t_disk.disk%zu.seconds\":%.6g,", d, s.t_disk_nanos[d] / 1e9);
+  }
+  for (size_t d = 0; d < s.disk_estimates.size(); ++d) {
+    const cache::CacheStats::DiskEstimate& e = s.disk_estimates[d];
+    Appendf(&out,
+            "\"hints.estimate.disk%zu.idle.seconds\":%.6g,\"hints.estimate.disk%zu.idle.samples\":"
+            "%" PRIu64
+            ",\"hints.estimate.disk%zu.queued.seconds\":%.6g,"
+            "\"hints.estimate.disk%zu.queued.samples\":%" PRIu64
+            ",\"hints.estimate.disk%zu.in_flight\":%u,\"hints.estimate.disk%zu.horizon\":%.6g,",
+            d, e.idle_nanos / 1e9, d, e.idle_samples, d, e.queued_nanos / 1e9, d, e.queued_samples,
+            d, e.in_flight, d, e.horizon);
   }
   std::array<uint64_t, TICKER_ENUM_MAX> tickers = statistics_->Snapshot();
   for (uint32_t t = 0; t < TICKER_ENUM_MAX; ++t) {
@@ -412,6 +432,36 @@ std::string StatsReport::Prometheus() const {
   AppendPrometheusHeader(&out, t_disk, "gauge", "TIP's T_disk: one fetch's service time, per disk");
   for (size_t d = 0; d < s.t_disk_nanos.size(); ++d) {
     AppendPrometheusSample(&out, t_disk, {{"disk", std::to_string(d)}}, s.t_disk_nanos[d] / 1e9);
+  }
+  // What each T_disk rests on: reads measured on an idle disk and behind another, and the
+  // horizon it gives the busiest stream.
+  // (Each family's samples follow its header, as the exposition format requires.)
+  const std::string measured = "tipfs_hints_estimate_disk_read_seconds";
+  AppendPrometheusHeader(&out, measured, "gauge",
+                         "Average latency of reads that found the disk idle (how=idle) and "
+                         "completion gap of reads that queued (how=queued), per disk");
+  for (size_t d = 0; d < s.disk_estimates.size(); ++d) {
+    const cache::CacheStats::DiskEstimate& e = s.disk_estimates[d];
+    AppendPrometheusSample(&out, measured, {{"disk", std::to_string(d)}, {"how", "idle"}},
+                           e.idle_nanos / 1e9);
+    AppendPrometheusSample(&out, measured, {{"disk", std::to_string(d)}, {"how", "queued"}},
+                           e.queued_nanos / 1e9);
+  }
+  const std::string samples = "tipfs_hints_estimate_disk_reads_total";
+  AppendPrometheusHeader(&out, samples, "counter", "Reads behind each disk's T_disk, by how");
+  for (size_t d = 0; d < s.disk_estimates.size(); ++d) {
+    const cache::CacheStats::DiskEstimate& e = s.disk_estimates[d];
+    AppendPrometheusSample(&out, samples, {{"disk", std::to_string(d)}, {"how", "idle"}},
+                           static_cast<double>(e.idle_samples));
+    AppendPrometheusSample(&out, samples, {{"disk", std::to_string(d)}, {"how", "queued"}},
+                           static_cast<double>(e.queued_samples));
+  }
+  const std::string horizon = "tipfs_hints_estimate_disk_horizon_blocks";
+  AppendPrometheusHeader(&out, horizon, "gauge",
+                         "Prefetch horizon of the busiest stream on each disk, in accesses");
+  for (size_t d = 0; d < s.disk_estimates.size(); ++d) {
+    AppendPrometheusSample(&out, horizon, {{"disk", std::to_string(d)}},
+                           s.disk_estimates[d].horizon);
   }
   const std::string consumed = "tipfs_hint_consumed_blocks_total";
   AppendPrometheusHeader(&out, consumed, "counter", "Hinted block accesses read, by source");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -77,6 +78,26 @@ class HeldDisk : public stripe::Disk {
   mutable Mutex mu_;
   bool holding_ GUARDED_BY(mu_) = false;
   std::deque<std::function<void()>> held_ GUARDED_BY(mu_);
+};
+
+// A FakeClock on which each thread has a CPU clock of its own: ThreadCpuNanos is the fake time
+// plus what the thread was charged, by Charge (a stage the test gives a CPU cost, such as a
+// disk's submission) and by every NowNanos call once set_cpu_per_clock_read is set (the work a
+// stage of the data path does around its clock reading). Tests of the TIP estimators use it to
+// see which stages an estimate counts.
+class CpuFakeClock : public FakeClock {
+ public:
+  int64_t NowNanos() const override {
+    charged_ += per_read_.load(std::memory_order_relaxed);
+    return FakeClock::NowNanos();
+  }
+  int64_t ThreadCpuNanos() const override { return FakeClock::NowNanos() + charged_; }
+  static void Charge(int64_t nanos) { charged_ += nanos; }
+  void set_cpu_per_clock_read(int64_t nanos) { per_read_.store(nanos); }
+
+ private:
+  static inline thread_local int64_t charged_ = 0;
+  std::atomic<int64_t> per_read_{0};
 };
 
 enum class Wrap { kNone, kHeld, kFaulty };
@@ -186,7 +207,7 @@ struct CacheRig {
     return out;
   }
 
-  FakeClock clock;
+  CpuFakeClock clock;
   std::vector<tipfs::testing::MemDisk*> mems;
   std::vector<HeldDisk*> held;
   std::vector<stripe::FaultyDisk*> faulty;

@@ -95,18 +95,54 @@ TEST(TipModelTest, DecayingRateHalvesEachHalfLife) {
   EXPECT_NEAR(steady.Rate(20'000'000'000), 100.0, 2.0);
 }
 
-TEST(TipModelTest, DiskServiceTimeExcludesQueueing) {
+TEST(TipModelTest, DiskServiceTimeIsTheLatencyOfReadsThatFoundTheDiskIdle) {
   DiskServiceEstimator d(5 * kMs);
   EXPECT_DOUBLE_EQ(d.nanos(), 5 * kMs);  // the assumption until measured
-  // Three requests submitted together, served one after another, 10 ms each.
-  d.RecordCompletion(0, 10'000'000);
-  d.RecordCompletion(0, 20'000'000);
-  d.RecordCompletion(0, 30'000'000);
+  // Three requests submitted together, served one after another, 10 ms each: the first found
+  // the disk idle; the others' completion gaps are 10 ms too.
+  const bool first = d.RecordSubmit();
+  const bool second = d.RecordSubmit();
+  const bool third = d.RecordSubmit();
+  EXPECT_TRUE(first);
+  EXPECT_FALSE(second);
+  EXPECT_FALSE(third);
+  EXPECT_EQ(d.in_flight(), 3u);
+  d.RecordCompletion(0, 10'000'000, first);
+  d.RecordCompletion(0, 20'000'000, second);
+  d.RecordCompletion(0, 30'000'000, third);
   EXPECT_DOUBLE_EQ(d.nanos(), 10 * kMs);
-  // A lone request later, 5 ms: the average moves an eighth of the way.
-  d.RecordCompletion(100'000'000, 105'000'000);
+  EXPECT_DOUBLE_EQ(d.queued_nanos(), 10 * kMs);
+  EXPECT_EQ(d.in_flight(), 0u);
+  // Three served at once, 10 ms each: the gaps after the first are 0 (queued_nanos falls), the
+  // access time stays.
+  for (int i = 0; i < 3; ++i) d.RecordSubmit();
+  d.RecordCompletion(50'000'000, 60'000'000, true);
+  d.RecordCompletion(50'000'000, 60'000'000, false);
+  d.RecordCompletion(50'000'000, 60'000'000, false);
+  EXPECT_DOUBLE_EQ(d.nanos(), 10 * kMs);
+  EXPECT_LT(d.queued_nanos(), 8 * kMs);
+  // A lone request later, 5 ms: the average moves an eighth of the way. A failed one says nothing.
+  d.RecordCompletion(100'000'000, 105'000'000, d.RecordSubmit());
+  d.RecordSubmit();
+  d.RecordCompletion(200'000'000, 200'000'001, true, /*ok=*/false);
   EXPECT_DOUBLE_EQ(d.nanos(), 10 * kMs + (5 * kMs - 10 * kMs) / 8);
-  EXPECT_EQ(d.samples(), 4u);
+  EXPECT_EQ(d.idle_samples(), 3u);
+  EXPECT_EQ(d.queued_samples(), 4u);
+  EXPECT_EQ(d.in_flight(), 0u);
+}
+
+TEST(TipModelTest, DiskServiceTimeFallsBackToQueuedGapsOnADiskThatNeverIdles) {
+  DiskServiceEstimator d(5 * kMs);
+  d.RecordCompletion(0, 10'000'000, d.RecordSubmit());
+  d.RecordSubmit();  // always one more in flight from here on
+  int64_t t = 10'000'000;
+  for (uint64_t i = 0; i < DiskServiceEstimator::kStaleCompletions; ++i) {
+    d.RecordSubmit();
+    d.RecordCompletion(t, t + 20'000'000, false);
+    t += 20'000'000;
+  }
+  // The disk slowed to 20 ms and never drained its queue: the gaps say so.
+  EXPECT_NEAR(d.nanos(), 20 * kMs, 0.01 * kMs);
 }
 
 TEST(TipModelTest, LruMarginalHitsAverageTailAndGhosts) {

@@ -99,6 +99,17 @@ TEST_P(HintedReadsTest, HintedSmallFilesAreReadFromPrefetchedBlocks) {
   }
   EXPECT_GE(after.Get("hints.estimate.t_hit.seconds"), 0.0);
   EXPECT_GE(after.Get("hints.estimate.t_driver.seconds"), 0.0);
+  // And what each T_disk rests on: every read the disks served was measured, alone on its disk
+  // or behind another; none is in flight now; each disk gives the hinter a horizon.
+  uint64_t measured = 0;
+  for (size_t d = 0; d < after.disks.size(); ++d) {
+    const std::string disk = "hints.estimate.disk" + std::to_string(d);
+    EXPECT_GE(after.Count(disk + ".idle.samples"), 1u) << after.raw;
+    measured += after.Count(disk + ".idle.samples") + after.Count(disk + ".queued.samples");
+    EXPECT_EQ(after.Count(disk + ".in_flight"), 0u) << after.raw;
+    EXPECT_GT(after.Get(disk + ".horizon"), 0.0) << after.raw;
+  }
+  EXPECT_EQ(measured, after.Count("disk.read.ops")) << after.raw;
 }
 
 TEST_P(HintedReadsTest, IgnoredHintsAreCountedButPrefetchNothing) {
