@@ -55,7 +55,8 @@ struct CacheOptions {
   // disks x max_prefetches_per_disk), a disk with no prefetch in flight may fetch hinted blocks
   // past the horizon (up to 256 accesses ahead) into spare buffers only. The reads of one stream
   // fall unevenly on the disks; without this a disk that is locally ahead idles and later stalls
-  // the reader. false: exactly the paper's horizon. Changeable.
+  // the reader. Only hints from a source at least 90% accurate for their owner, never tainted
+  // speculative ones, go beyond (docs/DESIGN.md). false: exactly the paper's horizon. Changeable.
   bool prefetch_idle_disks = true;
   // Beyond the TIP paper, for arrays: the horizon counts the fetches queued ahead on the
   // access's disk. TIP's P = T_disk / T_app assumes no disk congestion (Patterson et al., SOSP

@@ -36,6 +36,9 @@ constexpr size_t kMaxPrefetchLookahead = 256;
 constexpr size_t kEjectScan = kMaxPrefetchLookahead + 64;
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Hints go beyond their horizon on an idle disk only from a source at least this accurate (for
+// their owner), and never tainted speculative ones (issue 16, item 7; see Benefit).
+constexpr double kBeyondHorizonAccuracy = 0.9;
 
 }  // namespace
 
@@ -204,8 +207,17 @@ double TipManager::Benefit(HintStream* s, size_t index, int64_t now, bool* beyon
   // the stall).
   const bool queued_due =
       benefit == 0 && options_.queue_aware_horizon && QueueDistance(index, disk) <= horizon;
-  if (queued_due ||
-      (benefit == 0 && cache_->disk_prefetches_[disk] == 0 && ArrayIsTheBottleneck(horizon))) {
+  // Only hints that will most likely be read go beyond the horizon on an idle disk. That disk is
+  // idle now, but the array is the bottleneck (ArrayIsTheBottleneck): a block fetched for a hint
+  // nobody reads keeps the disk busy for a T_disk in which the next access inside some horizon
+  // may come due on it, and holds a buffer up to 256 accesses ahead. Inside the horizon a wrong
+  // guess costs in proportion to the accuracy discount below; beyond it nothing weighs it, since
+  // spare buffers are taken at any positive benefit. So tainted speculative hints (guesses made
+  // on data the child did not get) and sources below kBeyondHorizonAccuracy stop at P.
+  const bool may_go_beyond = a.source != HintSource::kSpeculativeTainted &&
+                             Accuracy(s->owner(), a.source) >= kBeyondHorizonAccuracy;
+  if (queued_due || (benefit == 0 && may_go_beyond && cache_->disk_prefetches_[disk] == 0 &&
+                     ArrayIsTheBottleneck(horizon))) {
     // Beyond the horizon, on a disk that would otherwise idle (beyond the paper, for arrays):
     // the reads of one stream fall unevenly on the disks, so a disk that is locally ahead will be
     // the one stalling the reader later. Its idle time costs nothing, only the buffer does, so

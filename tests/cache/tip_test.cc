@@ -284,6 +284,52 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
   EXPECT_LT(array.stall, paper.stall);
 }
 
+// Beyond its horizon an idle disk fetches only for hints that will most likely be read (issue 16,
+// item 7): as above (P = 5 on 4 disks x 1 prefetch), the 13th access of manual or speculative
+// hints is fetched at the hint, on a disk with nothing inside the horizon; that of tainted
+// speculative hints, or of a process whose speculative hints went unread, waits for its horizon.
+TEST(TipTest, IdleDisksFetchBeyondTheHorizonOnlyForAccurateHints) {
+  const auto far_block_fetched_at_hint = [](HintSource source, bool unread_before) -> bool {
+    Emulated emu;
+    CacheOptions options = TestOptions(256);
+    options.max_prefetches_per_disk = 1;
+    options.queue_aware_horizon = false;
+    CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+    const std::string warm = WriteRaw(rig, 2, 8, 2);
+    const std::string data = WriteRaw(rig, 1, 256, 3);
+    WriteRaw(rig, 3, 128, 4);
+    ReadDescending(rig, 100, 2, warm, 2 * kMs);  // P = 5
+    if (unread_before) {
+      // 128 hints of this process and source that it never reads, cancelled: accuracy 8 / 136.
+      EXPECT_TRUE(rig.cache->Hint(Reverse(100, 3, 128, source)).ok());
+      EXPECT_TRUE(rig.cache->Cancel(100, std::nullopt, false).ok());
+      rig.clock.Advance(100 * kMs);  // their prefetches complete
+    }
+    const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(1, b * kBlock); };
+    // Twelve accesses alternating between two disks, then accesses on the other two.
+    std::vector<uint64_t> order;
+    for (uint32_t half = 0; half < 2; ++half) {
+      std::vector<uint64_t> picked[2];
+      for (uint64_t b = 0; b < 256; ++b) {
+        const uint32_t d = disk_of(b);
+        const uint32_t first = disk_of(0) + 2 * half;
+        if (d % 4 == first % 4 && picked[0].size() < 6) picked[0].push_back(b);
+        if (d % 4 == (first + 1) % 4 && picked[1].size() < 6) picked[1].push_back(b);
+      }
+      for (size_t i = 0; i < 6; ++i) order.insert(order.end(), {picked[0][i], picked[1][i]});
+    }
+    HintBatch batch = InOrder(100, 1, order, data.size());
+    batch.source = source;
+    EXPECT_TRUE(rig.cache->Hint(batch).ok());
+    EXPECT_TRUE(rig.cache->Contains(1, order[0]));  // inside the horizon: fetched for every source
+    return rig.cache->Contains(1, order[12]);
+  };
+  EXPECT_TRUE(far_block_fetched_at_hint(HintSource::kManual, false));
+  EXPECT_TRUE(far_block_fetched_at_hint(HintSource::kSpeculative, false));
+  EXPECT_FALSE(far_block_fetched_at_hint(HintSource::kSpeculativeTainted, false));
+  EXPECT_FALSE(far_block_fetched_at_hint(HintSource::kSpeculative, true));
+}
+
 // A reader that the array outpaces (P = 10 ms / 4 ms = 2.5 on 4 disks), its accesses placed on
 // the disks at random as a shuffled data set's are: with the paper's horizon two or three
 // prefetches collide on one disk most of the time and the reader waits behind its own
