@@ -23,8 +23,8 @@ constexpr int64_t kUs = kNanosPerMicro;
 // Each submission costs the submitting thread `submit_cpu` of CPU (the driver's work).
 class LatencyDisk : public stripe::DiskWrapper {
  public:
-  LatencyDisk(std::unique_ptr<stripe::Disk> inner, FakeClock* clock, int64_t latency,
-              bool parallel, int64_t submit_cpu)
+  LatencyDisk(std::unique_ptr<stripe::Disk> inner, FakeClock* clock, int64_t latency, bool parallel,
+              int64_t submit_cpu)
       : DiskWrapper(std::move(inner)),
         clock_(clock),
         latency_(latency),
@@ -40,9 +40,8 @@ class LatencyDisk : public stripe::DiskWrapper {
     busy_until_ = done_at;
     auto done = std::move(request.done);
     request.done = [this, done_at, done = std::move(done)](Result<uint64_t> r) mutable {
-      clock_->RunAt(done_at, [done = std::move(done), r = std::move(r)]() mutable {
-        done(std::move(r));
-      });
+      clock_->RunAt(done_at,
+                    [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
     };
     inner_->Submit(std::move(request));
   }
