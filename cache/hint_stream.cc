@@ -47,6 +47,7 @@ uint64_t HintStream::BlocksOf(const HintSegment& s, uint32_t block_size) {
 void HintStream::Append(const HintSegment& segment) {
   if (segment.length == 0) return;
   pending_.push_back(segment);
+  IndexSegment(segment.ino, segment.offset, segment.offset + segment.length, +1);
   AddOutstanding(segment.source, static_cast<int64_t>(segment.length));
   last_appended_ = segment;
 }
@@ -60,15 +61,55 @@ bool HintStream::LastAppendedCovers(uint64_t ino, uint64_t offset, uint64_t leng
 }
 
 bool HintStream::HoldsBlock(uint64_t ino, uint64_t block) const {
-  for (const HintedAccess& a : accesses_) {
-    if (a.ino == ino && a.block == block) return true;
+  if (!indexed_) {
+    indexed_ = true;
+    RebuildIndexes();
   }
+  if (expanded_blocks_.contains({ino, block})) return true;
+  auto file = pending_by_ino_.find(ino);
+  if (file == pending_by_ino_.end()) return false;
   const uint64_t begin = block * block_size_;
   const uint64_t end = begin + block_size_;
-  for (const HintSegment& s : pending_) {
-    if (s.ino == ino && s.offset < end && s.offset + s.length > begin) return true;
+  // A range that ends after `begin` starts after begin - longest.
+  const uint64_t from = begin > file->second.longest ? begin - file->second.longest : 0;
+  const auto& ranges = file->second.ranges;
+  for (auto it = ranges.lower_bound({from, 0}); it != ranges.end() && it->first < end; ++it) {
+    if (it->second > begin) return true;
   }
   return false;
+}
+
+void HintStream::IndexAccess(const HintedAccess& a, int sign) const {
+  if (!indexed_) return;
+  if (sign > 0) {
+    ++expanded_blocks_[{a.ino, a.block}];
+    return;
+  }
+  auto it = expanded_blocks_.find({a.ino, a.block});
+  if (it != expanded_blocks_.end() && --it->second == 0) expanded_blocks_.erase(it);
+}
+
+void HintStream::IndexSegment(uint64_t ino, uint64_t offset, uint64_t end, int sign) const {
+  if (!indexed_) return;
+  if (sign > 0) {
+    PendingIndex& file = pending_by_ino_[ino];
+    file.ranges.emplace(offset, end);
+    file.longest = std::max(file.longest, end - offset);
+    return;
+  }
+  auto file = pending_by_ino_.find(ino);
+  if (file == pending_by_ino_.end()) return;
+  auto it = file->second.ranges.find({offset, end});
+  if (it != file->second.ranges.end()) file->second.ranges.erase(it);
+  if (file->second.ranges.empty()) pending_by_ino_.erase(file);
+}
+
+void HintStream::RebuildIndexes() const {
+  if (!indexed_) return;
+  expanded_blocks_.clear();
+  pending_by_ino_.clear();
+  for (const HintedAccess& a : accesses_) IndexAccess(a, +1);
+  for (const HintSegment& s : pending_) IndexSegment(s.ino, s.offset, s.offset + s.length, +1);
 }
 
 void HintStream::AddOutstanding(HintSource source, int64_t bytes) {
@@ -79,6 +120,9 @@ void HintStream::AddOutstanding(HintSource source, int64_t bytes) {
 void HintStream::Expand(size_t count) {
   while (accesses_.size() < count && !pending_.empty()) {
     HintSegment& s = pending_.front();
+    const uint64_t ino = s.ino;
+    const uint64_t unexpanded_from = s.offset;
+    const uint64_t segment_end = s.offset + s.length;
     const uint64_t block = s.offset / block_size_;
     const uint64_t block_end = (block + 1) * block_size_;
     const uint64_t end = std::min(s.offset + s.length, block_end);
@@ -93,11 +137,15 @@ void HintStream::Expand(size_t count) {
     s.length -= end - s.offset;
     s.offset = end;
     a.last_of_segment = s.length == 0;
+    IndexSegment(ino, unexpanded_from, segment_end, -1);
     if (a.last_of_segment) {
       ++expanded_segment_ends_;
       pending_.pop_front();
+    } else {
+      IndexSegment(ino, end, segment_end, +1);
     }
     accesses_.push_back(a);
+    IndexAccess(a, +1);
   }
 }
 
@@ -112,6 +160,7 @@ void HintStream::Account(const HintedAccess& a, int sign) {
 void HintStream::PopFront(bool consumed, StreamRelease* release) {
   HintedAccess a = accesses_.front();
   accesses_.pop_front();
+  IndexAccess(a, -1);
   if (cursor_ > 0) --cursor_;
   Account(a, -1);
   if (consumed) {
@@ -125,6 +174,7 @@ void HintStream::PopFront(bool consumed, StreamRelease* release) {
 void HintStream::ConsumeAt(size_t index, StreamRelease* release) {
   HintedAccess a = accesses_[index];
   accesses_.erase(accesses_.begin() + static_cast<std::ptrdiff_t>(index));
+  IndexAccess(a, -1);
   if (cursor_ > index) --cursor_;
   Account(a, -1);
   ++blocks_consumed;
@@ -221,6 +271,7 @@ void HintStream::DropIf(Pred pred, StreamRelease* release) {
     }
   }
   pending_.swap(kept_segments);
+  RebuildIndexes();
   last_appended_.length = 0;  // it may be among the dropped
   cursor_ = 0;
   AdvanceCursor();

@@ -21,6 +21,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <set>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/tip_model.h"
@@ -100,8 +103,11 @@ class HintStream {
   // True when the last segment appended covers [offset, offset + length) of `ino` (and has not
   // been wholly consumed or dropped since).
   bool LastAppendedCovers(uint64_t ino, uint64_t offset, uint64_t length) const;
-  // True when an access to block `block` of `ino` is still outstanding (expanded or not). Costs
-  // a scan of the expanded accesses and pending segments.
+  // True when an access to block `block` of `ino` is still outstanding (expanded or not). A hash
+  // lookup among the expanded accesses and O(log n) among the file's pending segments (see
+  // PendingIndex), not a scan: the manager asks it per block of every speculative read. The
+  // indexes are built at the first call and kept from then on, so a stream nobody asks about
+  // (most: only an owner with several streams is asked) does not pay for them on every read.
   bool HoldsBlock(uint64_t ino, uint64_t block) const;
 
   // Expanded accesses; index 0 is the next access the stream's reader will make (x = 1).
@@ -172,6 +178,10 @@ class HintStream {
   void Account(const HintedAccess& a, int sign);
   void AddOutstanding(HintSource source, int64_t bytes);
   static uint64_t BlocksOf(const HintSegment& s, uint32_t block_size);
+  // The indexes behind HoldsBlock, kept with accesses_ and pending_.
+  void IndexAccess(const HintedAccess& a, int sign) const;
+  void IndexSegment(uint64_t ino, uint64_t offset, uint64_t end, int sign) const;
+  void RebuildIndexes() const;
 
   const uint64_t id_;
   const uint32_t owner_;
@@ -181,7 +191,25 @@ class HintStream {
 
   std::deque<HintedAccess> accesses_;
   std::deque<HintSegment> pending_;  // not yet expanded; the front may be partly expanded
-  HintSegment last_appended_;        // length 0: none (or gone)
+  // Expanded accesses per (ino, block): how many of accesses_ name it.
+  struct BlockHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
+      const uint64_t h = k.first * 0x9E3779B97F4A7C15ull ^ (k.second + 0x632BE59BD9B4E019ull);
+      return static_cast<size_t>((h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull);
+    }
+  };
+  // Built by the first HoldsBlock (hence mutable: a stream is used under its manager's lock only).
+  mutable bool indexed_ = false;
+  mutable std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, BlockHash> expanded_blocks_;
+  // Per file, the pending segments' unexpanded ranges [offset, end), sorted by offset, and the
+  // longest range it has held since it was last empty: a range ending after `b` starts after
+  // b - longest, so an overlap query looks at that window only.
+  struct PendingIndex {
+    std::multiset<std::pair<uint64_t, uint64_t>> ranges;
+    uint64_t longest = 0;
+  };
+  mutable std::unordered_map<uint64_t, PendingIndex> pending_by_ino_;
+  HintSegment last_appended_;  // length 0: none (or gone)
   size_t cursor_ = 0;
   uint64_t outstanding_bytes_ = 0;
   std::array<uint64_t, kHintSourceCount> outstanding_by_source_{};

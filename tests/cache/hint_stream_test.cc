@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace tipfs::cache {
 namespace {
 
@@ -147,6 +149,62 @@ TEST(HintStreamTest, RemoveInodeAndCursor) {
   EXPECT_TRUE(s.exhausted());
   EXPECT_EQ(s.outstanding_bytes(), 0u);
   EXPECT_EQ(s.segments_pending(), 0u);
+}
+
+// HoldsBlock answers from indexes kept beside the accesses and segments; after every change of
+// a stream it must say what a scan of everything outstanding says. The scan runs on a copy of
+// the stream expanded in full, so pending segments are counted block by block.
+bool HeldByScan(const HintStream& s, uint64_t ino, uint64_t block) {
+  HintStream all = s;
+  all.Expand(1 << 20);
+  for (size_t i = 0; i < all.expanded(); ++i) {
+    if (all.at(i).ino == ino && all.at(i).block == block) return true;
+  }
+  return false;
+}
+
+TEST(HintStreamTest, HoldsBlockAgreesWithAScanThroughEveryKindOfChange) {
+  std::mt19937_64 rng(16);
+  HintStream s(1, 100, kBlock, 0);
+  StreamRelease r;
+  int64_t now = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const uint64_t ino = 1 + rng() % 3;
+    const uint64_t offset = rng() % (64 * kBlock);
+    switch (rng() % 10) {
+      case 0:
+      case 1:
+      case 2:  // segments from a byte to several blocks, overlapping one another
+        s.Append(Seg(ino, offset, 1 + rng() % (6 * kBlock), static_cast<uint32_t>(rng() % 3)));
+        break;
+      case 3:
+        s.Expand(s.expanded() + rng() % 8);
+        break;
+      case 4:
+      case 5:  // reads: consumed, partly consumed, skipped past, or mismatched
+        s.Match(ino, offset, 1 + rng() % (2 * kBlock), ++now, &r);
+        break;
+      case 6:
+        s.MatchAnyOrder(ino, offset, 1 + rng() % kBlock, ++now, &r);
+        break;
+      case 7:
+        if (rng() % 8 == 0) s.CancelEpoch(static_cast<uint32_t>(rng() % 3), false, &r);
+        break;
+      case 8:
+        if (rng() % 8 == 0) s.RemoveInode(ino, &r);
+        break;
+      case 9:
+        if (rng() % 50 == 0) s.CancelAll(&r);
+        break;
+    }
+    r.Clear();
+    for (int probe = 0; probe < 4; ++probe) {
+      const uint64_t pi = 1 + rng() % 3;
+      const uint64_t pb = rng() % 72;
+      ASSERT_EQ(s.HoldsBlock(pi, pb), HeldByScan(s, pi, pb))
+          << "step " << step << ", file " << pi << " block " << pb;
+    }
+  }
 }
 
 }  // namespace
