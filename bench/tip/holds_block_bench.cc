@@ -43,16 +43,16 @@ int main(int argc, char** argv) {
   const auto consume_start = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < segments; ++i) {
     blocks.push_back(order() % 8192);
-    reader.Append(HintSegment{7, blocks.back() * kBlock, kBlock, 8192ull * kBlock, 0,
-                              HintSource::kManual});
+    reader.Append(
+        HintSegment{7, blocks.back() * kBlock, kBlock, 8192ull * kBlock, 0, HintSource::kManual});
   }
   for (uint64_t b : blocks) {
     reader.Match(7, b * kBlock, kBlock, 1, &release);
     release.Clear();
   }
-  const double consume_ns = std::chrono::duration<double, std::nano>(
-                                std::chrono::steady_clock::now() - consume_start)
-                                .count();
+  const double consume_ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - consume_start)
+          .count();
   std::printf("append and consume: %.1f ns per hinted block (%llu consumed)\n",
               consume_ns / static_cast<double>(segments),
               static_cast<unsigned long long>(reader.blocks_consumed));
