@@ -6,10 +6,10 @@
 # disk. `tipfs run` puts the tree in a CPU group of its own (--cpu-group on, the default; see
 # tipfs(8)), so the child runs on the program's share. Variants: original, speculating (group),
 # speculating --cpu-group off. Cold cache every run, order rotated per repeat, outputs compared.
-# Usage: bench/spec/run_busy.sh [--repeats 5] [--profiles "none,L=2ms hp-c2247"] [--hogs N]
+# Usage: bench/spec/run_busy.sh [--repeats 5] [--profiles "none none,L=2ms hp-c2247"] [--hogs N]
 #          [--cache 12M] [--files 400] [--total 8M] [--programs "agrep grep"]
 source "$(dirname "$0")/common.sh"
-REPEATS=5 PROFILES="none,L=2ms hp-c2247" HOGS=$(nproc) CACHE=12M FILES=400 TOTAL=8M
+REPEATS=5 PROFILES="none none,L=2ms hp-c2247" HOGS=$(nproc) CACHE=12M FILES=400 TOTAL=8M
 PROGRAMS="agrep grep"
 while (($#)); do
   case $1 in
