@@ -1,12 +1,15 @@
 #include "speculate/history_file.h"
 
+#include <ctype.h>
 #include <dirent.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 #include "speculate/state_dir.h"
 
@@ -83,7 +86,74 @@ class Reader {
   std::string problem_;
 };
 
+bool NameCharacter(char c) { return isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Whether `run` (letters, digits, '_') looks like mkstemp's random part: glibc, gcc's
+// make_temp_file, Python's tempfile and mktemp(1) fill 6, 6, 8 and 10 characters from letters and
+// digits; random ones nearly always hold a digit or an upper-case letter, and the rare all
+// lower-case draw is still caught behind the "cc" and "tmp" prefixes of gcc's and Python's names.
+bool LooksRandom(std::string_view run) {
+  if (run.size() < 6) return false;
+  for (char c : run) {
+    if (isdigit(static_cast<unsigned char>(c)) || isupper(static_cast<unsigned char>(c))) {
+      return true;
+    }
+  }
+  return (run.substr(0, 2) == "cc" && run.size() >= 8) ||
+         (run.substr(0, 3) == "tmp" && run.size() >= 9);
+}
+
+// Replaces the random-looking runs of the path component that starts at `begin` of `arg`.
+void StabilizeComponent(std::string* arg, size_t begin) {
+  size_t end = begin;
+  while (end < arg->size() && strchr("/,:;= ", (*arg)[end]) == nullptr) ++end;
+  for (size_t i = begin; i < end;) {
+    if (!NameCharacter((*arg)[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < end && NameCharacter((*arg)[j])) ++j;
+    if (LooksRandom(std::string_view(*arg).substr(i, j - i))) arg->replace(i, j - i, j - i, 'X');
+    i = j;
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> TemporaryDirectories() {
+  std::vector<std::string> dirs;
+  if (const char* tmpdir = getenv("TMPDIR"); tmpdir != nullptr && tmpdir[0] == '/') {
+    std::string dir = tmpdir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (dir.size() > 1) dirs.push_back(dir);
+  }
+  for (const char* dir : {"/tmp", "/var/tmp"}) {
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+std::vector<std::string> StableArguments(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& temporary_directories) {
+  std::vector<std::string> stable = argv;
+  for (std::string& arg : stable) {
+    for (const std::string& dir : temporary_directories) {
+      const std::string prefix = dir + "/";
+      for (size_t at = arg.find(prefix); at != std::string::npos; at = arg.find(prefix, at + 1)) {
+        // The path starts the argument, follows a separator or an option's letters (-o/tmp/...,
+        // -fresolution=/tmp/..., @/tmp/...); /home/u/tmp/... is not in /tmp.
+        const size_t token = arg.find_last_of(" =,:;@", at == 0 ? 0 : at - 1);
+        const size_t start = token == std::string::npos || at == 0 ? 0 : token + 1;
+        const std::string_view before = std::string_view(arg).substr(start, at - start);
+        if (before.empty() || (before[0] == '-' && before.find('/') == std::string_view::npos)) {
+          StabilizeComponent(&arg, at + prefix.size());
+        }
+      }
+    }
+  }
+  return stable;
+}
 
 uint64_t Recording::bytes() const {
   uint64_t total = 0;

@@ -50,8 +50,21 @@ struct Recording {
   uint64_t bytes() const;  // the bytes of data its reads cover
 };
 
-// The key of this command: the executable's `main_id` (build-id hash) and path, its arguments and
-// working directory.
+// The directories programs make temporary files in: $TMPDIR (when absolute), /tmp and /var/tmp.
+std::vector<std::string> TemporaryDirectories();
+// The arguments as the history sees them (the key, and what the recording repeats): in a path
+// right below one of `temporary_directories` (the whole argument, or after '=', '@', ',', ':'
+// and the like, as in -plugin-opt=-fresolution=/tmp/ccAbC12d.res), each run of letters, digits
+// and '_' that looks like the random part mkstemp(3) fills in is replaced by as many 'X's: a run
+// of at least 6 with a digit or an upper-case letter, or one that starts with gcc's "cc" (8 or
+// more) or Python's and mktemp(1)'s "tmp" (9 or more). So gcc's collect2 and ld, given new
+// temporary names each run, are the same command each run; /tmp/results and /tmp/outputs stay
+// two commands, and so does everything outside those directories.
+std::vector<std::string> StableArguments(const std::vector<std::string>& argv,
+                                         const std::vector<std::string>& temporary_directories);
+
+// The key of this command: the executable's `main_id` (build-id hash) and path, its arguments (as
+// StableArguments gives them: the caller passes those) and working directory.
 uint64_t HistoryKey(uint64_t main_id, const std::string& executable,
                     const std::vector<std::string>& argv, const std::string& cwd);
 // Where the recording of `key` is kept (empty without a state directory).

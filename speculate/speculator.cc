@@ -225,7 +225,8 @@ void Speculator::StartHistory() {
   if (n <= 0 || getcwd(cwd, sizeof(cwd)) == nullptr) return;
   Recording command;
   command.executable.assign(exe, static_cast<size_t>(n));
-  command.argv = OwnArguments();
+  // Temporary file names made afresh each run (gcc's for collect2 and ld) are not the command.
+  command.argv = StableArguments(OwnArguments(), TemporaryDirectories());
   command.cwd = cwd;
   history_key_ = HistoryKey(objects_.main_id(), command.executable, command.argv, command.cwd);
   recorder_.Start(command.executable, command.argv, command.cwd);

@@ -58,6 +58,39 @@ TEST_F(HistoryFileTest, TheKeyIsTheWholeCommand) {
   EXPECT_NE(key, HistoryKey(1, "/usr/bin/gold", {"ld", "-r", "a.o"}, "/m"));
 }
 
+// gcc's collect2 and ld get temporary names made afresh each run (the plugin's resolution file,
+// objects compiled on the way, response files): those are the same command each run. Names
+// outside the temporary directories, and names in them that are not mkstemp-like, are not.
+TEST_F(HistoryFileTest, FreshTemporaryNamesAreTheSameCommand) {
+  const std::vector<std::string> temp = {"/work/tmp/t1", "/tmp", "/var/tmp"};
+  auto stable = [&](std::vector<std::string> argv) { return StableArguments(argv, temp); };
+  auto same = [&](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    return HistoryKey(1, "/usr/bin/ld", stable(a), "/m") ==
+           HistoryKey(1, "/usr/bin/ld", stable(b), "/m");
+  };
+  EXPECT_TRUE(same({"ld", "-plugin-opt=-fresolution=/tmp/ccBfpO2D.res", "a.o", "/tmp/cc4xQz9a.o"},
+                   {"ld", "-plugin-opt=-fresolution=/tmp/ccW0kLmq.res", "a.o", "/tmp/ccT2bb8Z.o"}));
+  EXPECT_EQ(stable({"-plugin-opt=-fresolution=/tmp/ccBfpO2D.res"})[0],
+            "-plugin-opt=-fresolution=/tmp/XXXXXXXX.res");
+  EXPECT_TRUE(same({"ld", "/tmp/ccuahbmi.s"}, {"ld", "/tmp/ccQ2x9Za.s"})) << "all lower case";
+  EXPECT_TRUE(same({"ld", "@/var/tmp/ccAbC12d"}, {"ld", "@/var/tmp/cc9bCx1q"})) << "response file";
+  EXPECT_TRUE(same({"ld", "-o/tmp/ccAbC12d.o"}, {"ld", "-o/tmp/cc9bCx1q.o"}));
+  EXPECT_TRUE(same({"ld", "/work/tmp/t1/ccAbC12d.ld"}, {"ld", "/work/tmp/t1/ccZZ1x0q.ld"}))
+      << "in $TMPDIR";
+  EXPECT_TRUE(same({"ld", "/tmp/tmp.Xa8f3kL2ab/x.o"}, {"ld", "/tmp/tmp.q81MzzP0ce/x.o"}))
+      << "in a directory of mktemp -d";
+  EXPECT_TRUE(same({"py", "/tmp/tmpk3j_9x2a.json"}, {"py", "/tmp/tmpbq0zz_1m.json"}));
+  // Other arguments stay apart.
+  EXPECT_FALSE(same({"ld", "/tmp/results"}, {"ld", "/tmp/outputs"})) << "words";
+  EXPECT_FALSE(same({"ld", "/tmp/ccAbC12d.o"}, {"ld", "/tmp/ccAbC12d.so"}));
+  EXPECT_FALSE(same({"ld", "/tmp/a/ccAbC12d.o"}, {"ld", "/tmp/b/ccAbC12d.o"}));
+  EXPECT_FALSE(same({"ld", "/home/u/tmp/ccAbC12d.o"}, {"ld", "/home/u/tmp/cc9bCx1q.o"}));
+  EXPECT_FALSE(same({"ld", "/data/ccAbC12d.o"}, {"ld", "/data/cc9bCx1q.o"}));
+  EXPECT_FALSE(same({"ld", "/tmpfs/ccAbC12d.o"}, {"ld", "/tmpfs/cc9bCx1q.o"}));
+  EXPECT_FALSE(same({"ld", "/tmp/ccAbC12d/x.o"}, {"ld", "/tmp/ccAbC12d/y.o"}));
+  EXPECT_FALSE(same({"ld", "a.o", "/tmp/ccAbC12d.o"}, {"ld", "b.o", "/tmp/ccAbC12d.o"}));
+}
+
 TEST_F(HistoryFileTest, ATornOrOversizedFileIsRefused) {
   const std::string data = FormatRecording(Sample());
   EXPECT_TRUE(ParseRecording(data).ok());

@@ -166,6 +166,40 @@ TEST_F(SpecHistoryTest, ADifferentArgumentListDoesNotReuseARecording) {
   EXPECT_EQ(again["history_hints"], static_cast<uint64_t>(kFiles));
 }
 
+// A driver passes its tool a temporary file made afresh each run (gcc gives collect2 and ld
+// /tmp/ccXXXXXX.res and the like): the second run is still the same command and replays the
+// first's reads. An argument that differs outside the temporary directory is another command.
+TEST_F(SpecHistoryTest, AFreshTemporaryFileNameIsStillTheSameCommand) {
+  const char* tmpdir = getenv("TMPDIR");
+  const std::string temporary = tmpdir != nullptr && tmpdir[0] == '/' ? tmpdir : "/tmp";
+  auto with = [&](const std::string& unlinked) {
+    std::vector<std::string> argv = {PARSE_RECORDS, "--unlink-after", unlinked};
+    argv.insert(argv.end(), files_.begin(), files_.end());
+    return argv;
+  };
+  auto fresh = [&] {
+    std::string name = temporary + "/ccXXXXXX.res";
+    const int fd = mkstemps(name.data(), 4);
+    EXPECT_GE(fd, 0) << name;
+    close(fd);
+    return name;
+  };
+  Run(with(fresh()));
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  std::map<std::string, uint64_t> second = Run(with(fresh()));
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles)) << "not the same command";
+  EXPECT_EQ(second["history_cancelled"], 0u);
+  EXPECT_GE(Mount("hints.history.consumed"), 1u) << MountStats();
+  EXPECT_EQ(Recordings().size(), 1u);
+  // The same names outside the temporary directory (on the mount) are real arguments.
+  std::map<std::string, uint64_t> outside = Run(with(Path("ccAbC12d.res")));
+  EXPECT_EQ(outside["history_hints"], 0u);
+  std::map<std::string, uint64_t> other = Run(with(Path("cc9bCx1q.res")));
+  EXPECT_EQ(other["history_hints"], 0u) << "another argument replayed the recording";
+  EXPECT_EQ(Recordings().size(), 3u);
+}
+
 // --history off neither records nor replays; TIPSPEC_HISTORY=0 is the same.
 TEST_F(SpecHistoryTest, HistoryOffRecordsAndReplaysNothing) {
   std::map<std::string, uint64_t> off = Run(parser_, {"--history", "off"});
