@@ -250,7 +250,7 @@ Result<Recording> ParseRecording(const std::string& data) {
 Result<Recording> LoadRecording(uint64_t key) {
   std::string path = HistoryPath(key);
   if (path.empty()) return Status::NotFound("no state directory");
-  Result<std::string> data = ReadWholeFile(path);
+  Result<std::string> data = ReadPrivateFile(path);
   if (!data.ok()) return data.status();
   Result<Recording> recording = ParseRecording(*data);
   if (!recording.ok()) return recording.status().WithContext(path);
@@ -284,7 +284,7 @@ Result<std::vector<RecordingEntry>> ListRecordings() {
     listed.name = entry->d_name;
     listed.file_bytes = static_cast<uint64_t>(st.st_size);
     listed.saved_seconds = st.st_mtim.tv_sec;
-    Result<std::string> data = ReadWholeFile(path);
+    Result<std::string> data = ReadPrivateFile(path);
     Result<Recording> recording =
         data.ok() ? ParseRecording(*data) : Result<Recording>(data.status());
     if (recording.ok()) {

@@ -90,7 +90,7 @@ std::string SiteStore::Path() const {
 Status SiteStore::Load(CriticalSites* sites) const {
   std::string path = Path();
   if (path.empty()) return Status::NotFound("no state directory");
-  Result<std::string> data = ReadWholeFile(path);
+  Result<std::string> data = ReadPrivateFile(path);
   if (!data.ok()) return data.status();
   Result<std::vector<uint64_t>> stored = ParseSiteFile(*data);
   if (!stored.ok()) return stored.status().WithContext(path);

@@ -19,18 +19,48 @@ std::string Variable(const char* name) {
   return value != nullptr ? std::string(value) : std::string();
 }
 
-Status MakePrivateDirectory(const std::string& path) {
-  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path);
+// A file or directory of the state directory is the user's own: owned by the effective user (a
+// recording another user made names that user's files; running as root with someone's HOME must
+// not use or replace theirs) and writable by nobody else (who could have planted it).
+Status CheckOwn(const std::string& path, const struct stat& st) {
+  if (st.st_uid != geteuid()) {
+    return Status::FromErrno(
+        EPERM, path + " belongs to another user (uid " + std::to_string(st.st_uid) + ")");
+  }
+  if ((st.st_mode & 022) != 0) {
+    return Status::FromErrno(EPERM, path + " is writable by others (chmod go-w it)");
+  }
+  return Status::OK();
+}
+
+Status CheckPrivateDirectory(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path);
   if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, path + " is not a directory");
-  if (st.st_uid != geteuid()) {
-    return Status::FromErrno(EPERM, path + " belongs to another user");
+  return CheckOwn(path, st);
+}
+
+Status MakePrivateDirectory(const std::string& path) {
+  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path);
+  return CheckPrivateDirectory(path);
+}
+
+Result<std::string> ReadAndClose(int fd, const std::string& path) {
+  std::string data;
+  char buffer[65536];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status status = ErrnoStatus("read " + path);
+      close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    data.append(buffer, static_cast<size_t>(n));
   }
-  if ((st.st_mode & 022) != 0) {
-    return Status::FromErrno(EPERM, path + " is writable by others (chmod 700 it)");
-  }
-  return Status::OK();
+  close(fd);
+  return data;
 }
 
 }  // namespace
@@ -98,21 +128,27 @@ Status WritePrivateFile(const std::string& path, const std::string& data) {
 Result<std::string> ReadWholeFile(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ErrnoStatus("open " + path);
-  std::string data;
-  char buffer[65536];
-  for (;;) {
-    ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status status = ErrnoStatus("read " + path);
-      close(fd);
-      return status;
-    }
-    if (n == 0) break;
-    data.append(buffer, static_cast<size_t>(n));
+  return ReadAndClose(fd, path);
+}
+
+Result<std::string> ReadPrivateFile(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string top = StateDirectoryPath();
+  if (!top.empty() && top != dir) TIPFS_RETURN_IF_ERROR(CheckPrivateDirectory(top));
+  TIPFS_RETURN_IF_ERROR(CheckPrivateDirectory(dir));
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  struct stat st;
+  Status status = fstat(fd, &st) != 0 ? ErrnoStatus("stat " + path)
+                  : !S_ISREG(st.st_mode)
+                      ? Status::FromErrno(EINVAL, path + " is not a regular file")
+                      : CheckOwn(path, st);
+  if (!status.ok()) {
+    close(fd);
+    return status;
   }
-  close(fd);
-  return data;
+  return ReadAndClose(fd, path);
 }
 
 void PruneOldest(const std::string& dir, size_t max_files) {

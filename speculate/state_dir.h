@@ -1,8 +1,9 @@
 // The per-user directory where libtipspec keeps what it learns about programs: the
 // data-critical read sites of each program (sites/). It is $XDG_STATE_HOME/tipfs, else
 // $HOME/.local/state/tipfs, else the passwd entry's home; TIPSPEC_STATE_DIR overrides all of them.
-// Created with mode 0700; a directory owned by someone else, or that group or others may write, is
-// refused (recordings name files the user read). Thread-safe (no state).
+// Created with mode 0700; a directory or file owned by someone else, or that group or others may
+// write, is refused, for writing and for reading (recordings name files the user read). Thread-safe
+// (no state).
 #pragma once
 
 #include <string>
@@ -22,6 +23,10 @@ Result<std::string> StateSubdirectory(const std::string& sub);
 Status WritePrivateFile(const std::string& path, const std::string& data);
 // The whole file, or NotFound.
 Result<std::string> ReadWholeFile(const std::string& path);
+// The whole file `path` of the state directory, or NotFound; EPERM when the file, its directory or
+// the state directory belongs to another user or others may write it (what another user
+// recorded is never used: it names their files, and a file planted by someone else is not ours).
+Result<std::string> ReadPrivateFile(const std::string& path);
 
 // Keeps at most `max_files` regular files in `dir`, removing the oldest (by mtime) first.
 void PruneOldest(const std::string& dir, size_t max_files);

@@ -1,7 +1,7 @@
 /* A program that parses and validates every file it reads, as linkers and loaders do (the
  * libtipspec tests of issue 10 run it with and without `tipfs run`):
  *
- *   parse_records [--huge-on-bad] [--unlink-after PATH] FILE...
+ *   parse_records [--huge-on-bad] [--unlink-after PATH] [--skip-unreadable] FILE...
  *   parse_records --make N DIR
  *
  * Each FILE holds a 16-byte header ("REC1", record count, a checksum of the records) and that
@@ -11,6 +11,8 @@
  * it first read up to 64 MiB of that file in one call (the garbage-driven huge range a budget must
  * stop). --unlink-after PATH removes PATH (if it exists) after each file, as a linker removes its
  * temporary files: a call the speculating child may not make, so it ends there by itself.
+ * --skip-unreadable: a FILE that cannot be opened is reported on stdout ("NAME unreadable") and
+ * skipped instead of ending the program (exit status 2).
  * --make N DIR writes N such files of assorted sizes into DIR and exits. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -67,12 +69,15 @@ static int read_all(int fd, void* buffer, size_t n) {
 static char huge[64 << 20];
 
 int main(int argc, char** argv) {
-  int first = 1, huge_on_bad = 0;
+  int first = 1, huge_on_bad = 0, skip_unreadable = 0;
   const char* unlink_after = NULL;
   if (argc >= 4 && strcmp(argv[1], "--make") == 0) return make(atoi(argv[2]), argv[3]);
   for (;;) {
     if (first < argc && strcmp(argv[first], "--huge-on-bad") == 0) {
       huge_on_bad = 1;
+      first += 1;
+    } else if (first < argc && strcmp(argv[first], "--skip-unreadable") == 0) {
+      skip_unreadable = 1;
       first += 1;
     } else if (first + 1 < argc && strcmp(argv[first], "--unlink-after") == 0) {
       unlink_after = argv[first + 1];
@@ -83,6 +88,10 @@ int main(int argc, char** argv) {
   }
   for (int i = first; i < argc; ++i) {
     int fd = open(argv[i], O_RDONLY);
+    if (fd < 0 && skip_unreadable) {
+      printf("%s unreadable\n", argv[i]);
+      continue;
+    }
     if (fd < 0) {
       perror(argv[i]);
       return 2;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -59,6 +60,11 @@ class SpecHistoryTest : public SpecMountTest {
     Environment environment = {{"TIPSPEC_LIBRARY", TIPSPEC_LIBRARY_PATH},
                                {"TIPSPEC_STATE_DIR", state_dir_}};
     environment.insert(environment.end(), extra.begin(), extra.end());
+    if (!run_as_.empty()) {
+      command.insert(command.begin(), run_as_.begin(), run_as_.end());
+      WriteFile(scratch_.stats_file(), "");  // for the other user to append to
+      chmod(scratch_.stats_file().c_str(), 0666);
+    }
     last_ = scratch_.Run(command, false, mount_->mountpoint(), environment);
     EXPECT_EQ(last_.exit_status, 0);
     return scratch_.Stats();
@@ -83,6 +89,7 @@ class SpecHistoryTest : public SpecMountTest {
   }
 
   std::string state_dir_;
+  std::vector<std::string> run_as_;  // a command that runs the rest as another user
   std::vector<std::string> files_;
   std::vector<std::string> parser_;
   RunResult plain_;
@@ -347,6 +354,108 @@ TEST_F(SpecHistoryTest, HistoryAndSpeculationRunTogether) {
   EXPECT_GE(second["forks"], 1u);
   EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles));
   EXPECT_GE(Mount("hints.history.consumed"), 1u) << MountStats();
+}
+
+// A recording names the files its user read. Replayed for another user (handed over, same
+// command), it hints only what that user may read: the daemon resolves each path with the
+// reader's credentials, so a file it may not read (0600) or whose directory it may not search is
+// never prefetched. And a recording is only ever used by the user who owns it: one that another
+// user owns (even a readable one), or one in a state directory of another user (root with
+// someone else's TIPSPEC_STATE_DIR or HOME), is neither replayed nor replaced.
+class SpecHistoryUsersTest : public SpecHistoryTest {
+ protected:
+  std::string MoreMountArgs() const override { return "--allow-other"; }
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to run the program as another user";
+    if (!HaveProgram("setpriv")) GTEST_SKIP() << "setpriv (util-linux) not installed";
+    SpecHistoryTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_EQ(chmod(mount_->root().c_str(), 0755), 0);  // mkdtemp made it 0700
+    ASSERT_EQ(chmod(mount_->mountpoint().c_str(), 0755), 0);
+    ASSERT_EQ(chmod(scratch_.root().c_str(), 0711), 0);
+    fs::copy_file(Path(files_[0]), Path("secret"));
+    ASSERT_EQ(chmod(Path("secret").c_str(), 0600), 0);
+    fs::create_directories(Path("private"));
+    fs::copy_file(Path(files_[1]), Path("private/inner"));
+    ASSERT_EQ(chmod(Path("private").c_str(), 0700), 0);
+    ASSERT_EQ(chmod(Path("private/inner").c_str(), 0644), 0);
+    own_state_ = state_dir_;
+    nobody_state_ = scratch_.root() + "/nobody-state";
+    fs::create_directories(nobody_state_ + "/history");
+    for (const std::string& dir : {nobody_state_, nobody_state_ + "/history"}) {
+      ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0);
+      ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+    }
+    // Public files around the two the other user may not read.
+    argv_ = {PARSE_RECORDS, "--skip-unreadable"};
+    argv_.insert(argv_.end(), files_.begin(), files_.begin() + kFiles / 2);
+    argv_.insert(argv_.end(), {"secret", "private/inner"});
+    argv_.insert(argv_.end(), files_.begin() + kFiles / 2, files_.end());
+  }
+  void AsNobody() {
+    run_as_ = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+    state_dir_ = nobody_state_;
+  }
+  // Puts `recording` into the other user's history directory, owned by `uid`, mode `mode`.
+  void HandOver(const std::string& recording, uid_t uid, mode_t mode) {
+    const std::string copy = nobody_state_ + "/history/" + fs::path(recording).filename().string();
+    fs::copy_file(recording, copy, fs::copy_options::overwrite_existing);
+    ASSERT_EQ(chown(copy.c_str(), uid, uid), 0);
+    ASSERT_EQ(chmod(copy.c_str(), mode), 0);
+  }
+
+  static constexpr uid_t kNobody = 65534;
+  std::string own_state_;
+  std::string nobody_state_;
+  std::vector<std::string> argv_;
+};
+
+TEST_F(SpecHistoryUsersTest, AnotherUsersRecordingHintsOnlyWhatTheReaderMayRead) {
+  std::map<std::string, uint64_t> first = Run(argv_);  // root: reads all 26
+  EXPECT_EQ(first["history_recorded"], static_cast<uint64_t>(kFiles + 2));
+  std::vector<std::string> recordings = Recordings();
+  ASSERT_EQ(recordings.size(), 1u);
+  HandOver(recordings[0], kNobody, 0600);
+
+  AsNobody();
+  std::map<std::string, uint64_t> replayed = Run(argv_);
+  EXPECT_NE(last_.out.find("secret unreadable"), std::string::npos) << last_.out;
+  EXPECT_NE(last_.out.find("private/inner unreadable"), std::string::npos) << last_.out;
+  uint64_t readable_bytes = 0;
+  for (const std::string& file : files_) readable_bytes += fs::file_size(Path(file));
+  EXPECT_EQ(replayed["history_hints"], static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(replayed["history_hint_bytes"], readable_bytes);
+  EXPECT_EQ(Mount("hints.history.bytes"), readable_bytes)
+      << "a file the reader may not read was hinted\n"
+      << MountStats();
+  ASSERT_EQ(Recordings().size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(Recordings()[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody) << "the other user's run saved its own recording";
+}
+
+TEST_F(SpecHistoryUsersTest, ARecordingOfAnotherUserIsNeitherReplayedNorReplaced) {
+  Run(argv_);
+  const std::string roots = Recordings()[0];
+  // Root's recording, readable by all, in nobody's directory: not nobody's.
+  HandOver(roots, 0, 0644);
+  AsNobody();
+  std::map<std::string, uint64_t> foreign = Run(argv_);
+  EXPECT_EQ(foreign["history_hints"], 0u) << "a recording root owns was replayed for nobody";
+  EXPECT_EQ(Mount("hints.history.bytes"), 0u) << MountStats();
+  // nobody's own recording now; root with nobody's state directory neither uses nor replaces it.
+  const std::string nobodys = ReadFile(Recordings()[0]);
+  run_as_.clear();
+  std::map<std::string, uint64_t> as_root = Run(argv_);
+  EXPECT_EQ(as_root["history_hints"], 0u) << "root replayed nobody's recording";
+  EXPECT_EQ(Mount("hints.history.bytes"), 0u) << MountStats();
+  ASSERT_EQ(Recordings().size(), 1u);
+  EXPECT_TRUE(ReadFile(Recordings()[0]) == nobodys) << "root replaced nobody's recording";
+  // Group- or world-writable: someone else could have written it.
+  state_dir_ = own_state_;
+  ASSERT_EQ(chmod(roots.c_str(), 0622), 0);
+  std::map<std::string, uint64_t> writable = Run(argv_);
+  EXPECT_EQ(writable["history_hints"], 0u) << "a recording others may write was replayed";
 }
 
 }  // namespace
