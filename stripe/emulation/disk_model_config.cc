@@ -95,6 +95,13 @@ Status Bad(std::string_view item, const std::string& why) {
   return Status::InvalidArgument(std::string(item) + ": " + why);
 }
 
+// The switches (demand_first, hold): on or off, nothing else.
+Result<bool> ParseOnOff(std::string_view item, std::string_view value) {
+  if (value == "on") return true;
+  if (value == "off") return false;
+  return Bad(item, "expected on or off");
+}
+
 // A finite decimal number at the start of `text`; the rest (the unit) in *rest.
 bool ParseLeadingNumber(std::string_view text, double* value, std::string_view* rest) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
@@ -246,22 +253,10 @@ Status ApplyItems(const std::vector<std::string_view>& items, DiskModelConfig* c
       } else {
         return Bad(item, "unknown queue policy (accepted: fifo, clook)");
       }
-    } else if (key == "demand_first") {
-      if (value == "on") {
-        config->demand_first = true;
-      } else if (value == "off") {
-        config->demand_first = false;
-      } else {
-        return Bad(item, "expected on or off");
-      }
-    } else if (key == "hold") {
-      if (value == "on") {
-        config->hold = true;
-      } else if (value == "off") {
-        config->hold = false;
-      } else {
-        return Bad(item, "expected on or off");
-      }
+    } else if (key == "demand_first" || key == "hold") {
+      Result<bool> on = ParseOnOff(item, value);
+      if (!on.ok()) return on.status();
+      (key == "hold" ? config->hold : config->demand_first) = *on;
     } else {
       return Bad(item, "unknown key '" + std::string(key) + "' (accepted: " + kKeyList + ")");
     }
