@@ -39,11 +39,11 @@ Speculator& Spec() { return Speculator::Instance(); }
 // Runs `read` (a real libc read) around the on-track check when fd is watched.
 template <typename ReadFn>
 ssize_t ObservedRead(int fd, int64_t explicit_offset, ReadFn read) {
-  int64_t start = Spec().BeforeRead(fd, explicit_offset);
+  const Speculator::ReadTicket ticket = Spec().BeforeRead(fd, explicit_offset);
   ssize_t result = read();
-  if (start > 0) {
+  if (ticket.start_nanos > 0) {
     int err = errno;  // the program sees the read's errno, not that of our bookkeeping
-    Spec().AfterRead(start, fd, explicit_offset, result);
+    Spec().AfterRead(ticket, fd, result);
     errno = err;
   }
   return result;

@@ -182,38 +182,58 @@ bool Speculator::IsWatched(int fd) {
   return Classify(fd);
 }
 
-int64_t Speculator::BeforeRead(int fd, int64_t explicit_offset) {
-  if (!active() || !IsWatched(fd) || !OwnedByCallingThread()) return 0;
-  // Speculation off after a child could not sandbox itself: the read is still recorded.
-  if (disabled_after_failure_.load(std::memory_order_relaxed)) return NowNanos();
-  // The fast path, where speculation is not useful (reads too quick to be worth hiding): no
-  // child to check this read against and none to fork; only time the read for the stall rule.
-  if (!child_running_.load(std::memory_order_relaxed) && !MayFork()) return NowNanos();
-  int64_t offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR);
-  if (offset < 0) return 0;
-  {
-    Locked lock(&mu_);
-    if (!active()) return 0;
-    CheckRead(fds_[fd].dev, fds_[fd].ino, static_cast<uint64_t>(offset));
-    if (InSpeculativeChild()) return 0;  // we are the fresh child, about to run ahead
+Speculator::ReadTicket Speculator::BeforeRead(int fd, int64_t explicit_offset) {
+  if (!active() || !IsWatched(fd) || !OwnedByCallingThread()) return {};
+  // Speculation off after a child could not sandbox itself: the read is still timed and recorded.
+  // Otherwise the fast path, where speculation is not useful (reads too quick to be worth hiding):
+  // no child to check this read against and none to fork.
+  const bool check = !disabled_after_failure_.load(std::memory_order_relaxed) &&
+                     (child_running_.load(std::memory_order_relaxed) || MayFork());
+  const bool history = history_reads_.load(std::memory_order_relaxed);
+  ReadTicket ticket;
+  if (check || history) {
+    // The one lseek of the read (a cheap system call beside the FUSE read it precedes).
+    ticket.offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR);
+    if (ticket.offset < 0 && check) return {};
   }
-  return NowNanos();
+  if (check || pending_read_ready_.load(std::memory_order_acquire)) {
+    Locked lock(&mu_);
+    RecordPendingRead();
+    if (check) {
+      if (!active()) return {};
+      CheckRead(fds_[fd].dev, fds_[fd].ino, static_cast<uint64_t>(ticket.offset));
+      if (InSpeculativeChild()) return {};  // we are the fresh child, about to run ahead
+    }
+  }
+  ticket.start_nanos = NowNanos();
+  return ticket;
 }
 
-void Speculator::AfterRead(int64_t start_nanos, int fd, int64_t explicit_offset, ssize_t result) {
-  if (start_nanos <= 0) return;
-  last_read_nanos_ = NowNanos() - start_nanos;
-  if (result <= 0 || !history_reads_.load(std::memory_order_relaxed)) return;
-  // The read's offset: given, or where the descriptor stood before it (a vDSO-free but cheap
-  // lseek; the FUSE read it follows cost far more).
-  int64_t offset = explicit_offset >= 0 ? explicit_offset : lseek(fd, 0, SEEK_CUR) - result;
-  if (offset < 0) return;
-  Locked lock(&mu_);
+void Speculator::AfterRead(const ReadTicket& ticket, int fd, ssize_t result) {
+  if (ticket.start_nanos <= 0) return;
+  last_read_nanos_ = NowNanos() - ticket.start_nanos;
+  if (result <= 0 || ticket.offset < 0 || !history_reads_.load(std::memory_order_relaxed)) return;
+  // No lock here: BeforeRead of this read found no read waiting (it recorded it), and only this
+  // thread makes one.
+  pending_read_ = PendingRead{fd, fds_[fd].dev, fds_[fd].ino, static_cast<uint64_t>(ticket.offset),
+                              static_cast<uint64_t>(result)};
+  pending_read_ready_.store(true, std::memory_order_release);
+}
+
+void Speculator::RecordPendingRead() {
+  if (!pending_read_ready_.load(std::memory_order_acquire)) return;
+  const PendingRead read = pending_read_;
+  pending_read_ready_.store(false, std::memory_order_relaxed);
   if (!history_reads_.load(std::memory_order_relaxed) || !InProgramProcess()) return;
-  const uint64_t dev = fds_[fd].dev;
-  const uint64_t ino = fds_[fd].ino;
-  recorder_.OnRead(fd, dev, ino, static_cast<uint64_t>(offset), static_cast<uint64_t>(result));
-  replay_.OnRead(dev, ino, static_cast<uint64_t>(offset), static_cast<uint64_t>(result));
+  recorder_.OnRead(read.fd, read.dev, read.ino, read.offset, read.length);
+  replay_.OnRead(read.dev, read.ino, read.offset, read.length);
+}
+
+void Speculator::RecordPendingReadOf(int fd) {
+  Locked lock(&mu_);
+  if (pending_read_ready_.load(std::memory_order_acquire) && pending_read_.fd == fd) {
+    RecordPendingRead();
+  }
 }
 
 void Speculator::StartHistory() {
@@ -239,6 +259,7 @@ void Speculator::StartHistory() {
 
 void Speculator::FinishHistory() {
   if (!InProgramProcess()) return;
+  RecordPendingRead();
   replay_.Stop();
   recorder_.Save(history_key_);
   recorder_.Disable();  // saved once: an exec that fails and an exit later do not save again
@@ -625,6 +646,7 @@ void Speculator::AfterForkInChild() {
   recorder_.Disable();
   replay_.Forget();
   history_reads_.store(false);
+  pending_read_ready_.store(false);
 }
 
 }  // namespace tipfs::spec

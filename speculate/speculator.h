@@ -6,7 +6,8 @@
 // any thread, but speculation follows one thread (the first that reads a watched file); the
 // others pass through. State changes happen under mu_; the per-fd classification is atomic.
 // The fast path for a descriptor not on the mount is one array load, no system call; for a
-// read of the mount while no child runs and none is due, two clock reads (vDSO), no lock.
+// read of the mount while no child runs and none is due, two clock reads (vDSO), no lock (with
+// history on, one lseek and one lock more).
 #pragma once
 
 #include <pthread.h>
@@ -62,18 +63,27 @@ class Speculator {
   bool IsWatched(int fd);
   // Speculation was started and not stopped (true in the child too, unlike active()).
   bool started() const { return started_.load(std::memory_order_relaxed); }
-  // A descriptor number was (re)assigned or closed: forget what we knew about it.
+  // A descriptor number is about to be closed or was (re)assigned: forget what we knew about it
+  // (a read of it still waiting to be recorded is recorded now, while the path is known).
   void ForgetFd(int fd) {
     if (fds_ != nullptr && fd >= 0 && fd < kMaxFds) {
+      if (pending_read_ready_.load(std::memory_order_acquire)) RecordPendingReadOf(fd);
       fds_[fd].state.store(kUnknown, std::memory_order_relaxed);
     }
   }
 
-  // Around a real read of `fd` at `explicit_offset` (< 0: the current offset). BeforeRead
-  // returns a start time (> 0) when the read is watched, for AfterRead to measure the stall and
-  // to record the read (`result`: what the read returned) and match it with the history.
-  int64_t BeforeRead(int fd, int64_t explicit_offset);
-  void AfterRead(int64_t start_nanos, int fd, int64_t explicit_offset, ssize_t result);
+  // What BeforeRead found out about a read, for AfterRead: start_nanos > 0 when the read is
+  // watched; offset where it starts (-1: not needed, or unknown).
+  struct ReadTicket {
+    int64_t start_nanos = 0;
+    int64_t offset = -1;
+  };
+  // Around a real read of `fd` at `explicit_offset` (< 0: the current offset). BeforeRead checks
+  // the read against the child (and forks), AfterRead measures the stall and hands the read
+  // (`result`: what it returned) to the history. At most one lseek and one lock per read: the
+  // history takes the read at the lock of the program's next read (or its close, exit or exec).
+  ReadTicket BeforeRead(int fd, int64_t explicit_offset);
+  void AfterRead(const ReadTicket& ticket, int fd, ssize_t result);
 
   // The program is about to exec: the child must not outlive the image it speculates on.
   void BeforeExec();
@@ -130,6 +140,10 @@ class Speculator {
   void StartHistory();
   // REQUIRES: mu_ held. Ends the replay and saves this run's recording (at exit and exec).
   void FinishHistory();
+  // REQUIRES: mu_ held. Gives the history the program's last read, if not given yet.
+  void RecordPendingRead();
+  // Takes mu_: RecordPendingRead when the read waiting is one of `fd`.
+  void RecordPendingReadOf(int fd);
   // The mount's count of the hinted blocks this process consumed, by source (all zero in log
   // mode or when the mount cannot say).
   void QueryMount(tipspec_counters* out) const;
@@ -204,6 +218,20 @@ class Speculator {
   uint64_t history_key_ = 0;
   // recorder_ or replay_ wants the program's reads (readable without mu_ by the reading thread).
   std::atomic<bool> history_reads_{false};
+  // The program's last read for the history, not given to it yet. Written without mu_ by the
+  // thread speculation follows, in AfterRead, only while pending_read_ready_ is false (then
+  // stored true with release); read and cleared under mu_ after an acquire load finds it true.
+  // The owner writes again only after its next BeforeRead cleared it under mu_, so a holder of
+  // mu_ that sees it true reads a stable record.
+  struct PendingRead {
+    int fd = -1;
+    uint64_t dev = 0;
+    uint64_t ino = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  PendingRead pending_read_;
+  std::atomic<bool> pending_read_ready_{false};
   // The last child was useful: fork the next one at the next read, stall or not.
   bool fork_at_next_read_ = false;
   // Reads the program did before the running child logged them, oldest first (a ring).

@@ -30,6 +30,7 @@ void Speculator::QueryMount(tipspec_counters* out) const {
 void Speculator::Query(tipspec_counters* out) {
   {
     Locked lock(&mu_);
+    RecordPendingRead();  // the last read counts in history_recorded
     *out = counters_;
     if (child_pid_ > 0) {  // include the running child's work so far
       const uint64_t appended = log_->appended.load();
