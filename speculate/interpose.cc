@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -325,6 +326,23 @@ TIPSPEC_EXPORT FILE* fdopen(int fd, const char* mode) {
 }
 
 // ---- exec: the child must not outlive the image it speculates on ---------------------------
+
+// ---- _exit: a fork child ending this way (fork servers, Python's multiprocessing) runs no
+// destructor, and its counters would be missing from the tree's --stats-file -----------------
+
+TIPSPEC_EXPORT void _exit(int status) {
+  REAL(_exit);
+  Spec().BeforeQuickExit();
+  real__exit(status);
+  for (;;) syscall(SYS_exit_group, status);  // not reached
+}
+
+TIPSPEC_EXPORT void _Exit(int status) {
+  REAL(_Exit);
+  Spec().BeforeQuickExit();
+  real__Exit(status);
+  for (;;) syscall(SYS_exit_group, status);  // not reached
+}
 
 TIPSPEC_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   REAL(execve);

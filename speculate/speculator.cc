@@ -616,6 +616,11 @@ void Speculator::BeforeExec() {
   PrintStatsIfAsked();
 }
 
+void Speculator::BeforeQuickExit() {
+  if (!active() || InSpeculativeChild() || !InProgramProcess()) return;
+  PrintStatsIfAsked();
+}
+
 void Speculator::AfterForkInChild() {
   if (InSpeculativeChild()) return;
   pthread_mutex_init(&mu_, nullptr);

@@ -87,6 +87,10 @@ class Speculator {
 
   // The program is about to exec: the child must not outlive the image it speculates on.
   void BeforeExec();
+  // The process ends in _exit(2): its counters are printed (if asked), nothing is saved (the
+  // recording and the sites of a run that ended this way are not kept). Not in a speculating
+  // child, nor in a vfork child (which shares the parent's memory: its pid is not the program's).
+  void BeforeQuickExit();
   // In the program's own fork children: forget the parent's child and log; start afresh.
   void AfterForkInChild();
 

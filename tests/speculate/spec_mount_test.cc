@@ -169,5 +169,37 @@ TEST_F(SpecMountTest, ReaderInPiecesWithReadAndLseekGetsIdenticalData) {
   EXPECT_NE(out.find("lock still held by us: yes"), std::string::npos);
 }
 
+// `tipfs run --stats-file` counts the whole process tree: a program whose reads happen in the
+// children it forks (without exec) gets one block of counters per process, and the children's
+// blocks hold their reads (each read of the mount is checked against a child in lockstep), also
+// for children that end in _exit(2), as fork servers and Python's multiprocessing do.
+TEST_F(SpecMountTest, StatsFileCountsTheReadsOfForkedChildren) {
+  constexpr int kChildren = 4;
+  std::vector<std::string> argv = {FORK_READERS, std::to_string(kChildren)};
+  uint64_t reads = 0;  // 4 KiB reads to the end, and the read that finds it
+  for (int i = 0; i < 9; ++i) {
+    const std::string name = "files/f" + std::to_string(i);
+    fs::create_directories(Path("files"));
+    const size_t bytes = 5000 + 7000 * static_cast<size_t>(i);
+    WriteFile(Path(name), MakeText(i, bytes));
+    reads += fs::file_size(Path(name)) / 4096 + 1 + (fs::file_size(Path(name)) % 4096 != 0);
+    argv.push_back(name);
+  }
+  for (const bool underscore_exit : {false, true}) {
+    std::vector<std::string> command = argv;
+    if (underscore_exit) command.insert(command.begin() + 1, "--underscore-exit");
+    ExpectSameOutput(command);
+    // One block per process of the tree (the parent and its children), each with its pid.
+    std::string text = ReadFile(scratch_.stats_file());
+    size_t blocks = 0;
+    for (size_t at = text.find("tipspec.pid "); at != std::string::npos;
+         at = text.find("tipspec.pid ", at + 1)) {
+      ++blocks;
+    }
+    EXPECT_EQ(blocks, 1u + kChildren) << (underscore_exit ? "_exit" : "exit") << "\n" << text;
+    EXPECT_EQ(scratch_.Stats()["reads_checked"], reads) << (underscore_exit ? "_exit" : "exit");
+  }
+}
+
 }  // namespace
 }  // namespace tipfs::spec::testing
