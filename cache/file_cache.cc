@@ -189,6 +189,17 @@ Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin orig
 void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
   ++counters_.demand_hits;
   ++lru->accesses;
+  if (!b->used && b->origin == BlockOrigin::kReadahead && b->queue != BlockQueue::kNone) {
+    // Read once as read-ahead foresaw: like a consumed hinted block (TipManager::ReleaseHold),
+    // it goes first, not to the LRU's warm end, where a sequential reader's used-once blocks
+    // pushed a re-reader's working set out (TipTest.ReadaheadCompetesWithTheLru). A second hit
+    // moves it to the LRU as usual.
+    b->used = true;
+    ++counters_.readahead_hits;
+    b->evict_first = true;
+    table_.PushEvictFirst(b);
+    return;
+  }
   if (b->queue == BlockQueue::kLru) {
     if (b->in_tail) ++lru->tail_hits;
     table_.PushLru(b);

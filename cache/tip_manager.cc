@@ -512,9 +512,15 @@ void TipManager::RunReadahead(int64_t now) {
       uint64_t index = std::max(run->ra_next, run->last_block + 1);
       for (; index <= target; ++index) {
         if (cache_->table_.Find(run->ino, index) != nullptr) continue;
-        if (!cache_->DiskHasRoom(cache_->DiskOf(run->ino, index))) break;
-        // Read-ahead takes what the LRU queue can spare.
-        cache_->MakeRoomFromUnheld();
+        const uint32_t disk = cache_->DiskOf(run->ino, index);
+        if (!cache_->DiskHasRoom(disk)) break;
+        // Read-ahead is one more estimator of future accesses (TIP2): the block index - last
+        // ahead is valued as a hinted one that far ahead, discounted by how often read-ahead
+        // blocks were read, and bought like one (MakeRoomForPrefetch); past the reader's
+        // horizon it takes spare buffers only. Taking the LRU's coldest block whatever it was
+        // worth, read-ahead pushed a re-reader's working set out (ReadaheadCompetesWithTheLru).
+        const double benefit = ReadaheadBenefit(tgid, disk, index - run->last_block);
+        if (!MakeRoomForPrefetch(benefit, nullptr, now, /*spare_only=*/benefit == 0)) break;
         if (cache_->IssuePrefetch(run->ino, index, FileCache::Purpose::kReadahead, run->file_size,
                                   now) == nullptr) {
           break;
@@ -524,6 +530,18 @@ void TipManager::RunReadahead(int64_t now) {
       run->wanted = index <= target;
     }
   }
+}
+
+double TipManager::ReadaheadBenefit(uint32_t tgid, uint32_t disk, uint64_t x) const {
+  const double t_app =
+      std::max(kMinAppNanos, events_.CpuNanos(tgid) + events_.HitNanos() + events_.DriverNanos());
+  // Read-ahead's accuracy: its blocks read over those issued, from a prior of 8 read ones.
+  const double accuracy = (static_cast<double>(cache_->counters_.readahead_hits) + 8.0) /
+                          (static_cast<double>(cache_->counters_.readahead_issued) + 8.0);
+  // The reader's rate: as a hinter before its consumption is measured, one that stalls on every
+  // block would run (AccessRate), so read-ahead never outbids what a proven reader hits.
+  const double rate = 1e9 / (t_app + events_.MeanDiskNanos());
+  return PrefetchBenefit(events_.DiskNanos(disk), t_app, x) * std::min(1.0, accuracy) * rate;
 }
 
 // ---- Options and statistics ---------------------------------------------------------------

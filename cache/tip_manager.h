@@ -162,6 +162,10 @@ class TipManager {
   void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, cache_->mu_);
   void RunWarmups(int64_t now) REQUIRES(mu_, cache_->mu_);
   void RunReadahead(int64_t now) REQUIRES(mu_, cache_->mu_);
+  // What prefetching block x accesses ahead of reader `tgid`'s sequential run is worth, in the
+  // currency of Benefit (0 beyond its horizon).
+  double ReadaheadBenefit(uint32_t tgid, uint32_t disk, uint64_t x) const
+      REQUIRES(mu_, cache_->mu_);
 
   // Streams (tip_streams.cc). FileCache::mu_ is held too where a stream releases holds
   // (MutateStream and what calls it).
