@@ -1,7 +1,8 @@
 // BlockTable: the cached blocks of every file and the queues that order them for eviction.
 //
-// A block is one aligned block of a file (ino, index), either valid (its bytes are in `data`) or
-// in flight (a Fetch is filling it). A valid block that no hint holds sits on one of two queues:
+// A block is one aligned block of a file (ino, index), either valid (the granules of `data` that
+// valid_mask names hold its bytes) or in flight (a Fetch is filling some of its granules). A valid
+// block that no hint holds sits on one of two queues:
 //   LRU          demand and read-ahead blocks, most recently used first. Its last k buffers form
 //                the "tail window" and the keys of its last k evictions are kept as ghosts; hits
 //                on either estimate the LRU queue's marginal hit ratio (TIP's H(n) - H(n-1)).
@@ -45,11 +46,21 @@ struct Block {
   BlockKey key;
   uint64_t id = 0;    // unique for the table's life: tells a re-created block from an old one
   uint32_t disk = 0;  // the disk holding the block (TIP's per-disk T_disk, prefetch bounds)
-  std::shared_ptr<char[]> data;  // the bytes when valid; readers copy the pointer, never the lock
-  // Bytes from the block's start that mirror the disks. A block at the end of a file is read only
-  // as far as the file went (a short disk transfer); a read that needs more fetches it again.
-  uint32_t valid_bytes = 0;
-  Fetch* fetch = nullptr;  // non-null while in flight
+  // The block's buffer once its first fetch completed; readers copy the pointer, never the lock.
+  // Only its valid granules are ever read, and a granule's bytes never change once valid (a
+  // write makes a new buffer), so a fetch may fill invalid granules of it while readers read
+  // valid ones.
+  std::shared_ptr<char[]> data;
+  // Which granules (FileCache::granule_bytes() each, bit i = granule i) mirror the disks. A
+  // demand miss fetches only the granules its read needs (rounded to CacheOptions::min_read),
+  // a prefetch the whole block, a block at the end of a file only as far as the file went; a
+  // read that needs a missing granule fetches it.
+  uint64_t valid_mask = 0;
+  // A write that reached into a missing granule from its start (or from this end) left its
+  // first bytes valid: [start of granule tail_end / granule, tail_end) mirror the disks although
+  // the granule is not in valid_mask (an append, with no size known here for the rest). 0: none.
+  uint32_t tail_end = 0;
+  Fetch* fetch = nullptr;  // non-null while a fetch fills it (it is then on no queue)
   uint32_t hint_refs = 0;  // hinted accesses holding this block (TIP's hinted buffers)
   BlockOrigin origin = BlockOrigin::kDemand;
   uint8_t hint_source = 0;   // HintSource of the hint that fetched it (origin kHinted)

@@ -19,6 +19,11 @@ struct CacheOptions {
   uint64_t capacity_bytes = 256ull << 20;
   // 0 = the stripe unit; else a power of two >= 4096 dividing it. Fixed at mount.
   uint32_t block_size = 0;
+  // --min-read: the least a demand miss fetches, in bytes, aligned to itself: a miss reads the
+  // granules its request covers, rounded out to this (a power of two >= 4096; a block or more
+  // fetches whole blocks, as before partial blocks). Prefetch, read-ahead and warm-up always
+  // fetch whole blocks. Default 4 KiB (a page). Changeable.
+  uint32_t min_read = 4096;
   // --readahead=on|off: sequential read-ahead for unhinted reads. Changeable.
   bool readahead = true;
   // Read-ahead window cap in blocks (the paper's baseline: 64). Changeable.
@@ -170,6 +175,12 @@ struct CacheStats {
   uint64_t demand_hits = 0;
   uint64_t demand_misses = 0;
   uint64_t inflight_waits = 0;
+  // Partially valid blocks (FileCache::DemandPart). Private: demand misses whose granules came
+  // in a buffer of their own, not kept in the cache, because another fetch was filling the block.
+  // Span: misses of a block whose missing granules were not one run, read as one span (with the
+  // valid granules between them) into a copy of the block.
+  uint64_t demand_private_fetches = 0;
+  uint64_t demand_span_fetches = 0;
   uint64_t ghost_hits = 0;   // misses that one more LRU buffer would have turned into hits
   uint64_t stall_nanos = 0;  // time readers waited for the disk for demand data
   // Read-ahead (unhinted sequential reads).

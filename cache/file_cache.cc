@@ -8,6 +8,7 @@
 #include "cache/file_cache.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -29,6 +30,31 @@ uint32_t ChooseBlockSize(const CacheOptions& o, uint32_t unit) {
   const uint32_t b = o.block_size;
   if (b == 0 || b < 4096 || !IsPowerOfTwo(b) || unit % b != 0) return unit;
   return b;
+}
+
+// Validity is tracked per granule in a 64-bit mask: 4 KiB granules up to 256 KiB blocks, larger
+// granules beyond (a 1 MiB stripe unit has 16 KiB granules).
+uint32_t GranuleBytesFor(uint32_t block_size) { return std::max<uint32_t>(4096, block_size / 64); }
+
+// A block's buffer, page-aligned so a backing store that reads with O_DIRECT reads into it.
+std::shared_ptr<char[]> NewBlockBuffer(uint32_t block_size) {
+  return std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, block_size)),
+                                 std::free);
+}
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// Granules [lo, hi) of `m` as bytes when its set bits are one run, else false.
+bool OneRun(uint64_t m, uint32_t granule, uint32_t* lo, uint32_t* hi) {
+  if (m == 0) return false;
+  const int first = std::countr_zero(m);
+  const int last = 63 - std::countl_zero(m);
+  const uint64_t run =
+      (last - first == 63 ? ~uint64_t{0} : ((uint64_t{1} << (last - first + 1)) - 1)) << first;
+  if (run != m) return false;
+  *lo = static_cast<uint32_t>(first) * granule;
+  *hi = static_cast<uint32_t>(last + 1) * granule;
+  return true;
 }
 
 uint64_t CapacityBlocks(uint64_t bytes, uint32_t block_size, uint32_t unit) {
@@ -81,12 +107,14 @@ FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
     : io_(io),
       clock_(clock),
       block_size_(ChooseBlockSize(options, io->layout().stripe_unit())),
+      granule_bytes_(GranuleBytesFor(block_size_)),
       disk_count_(io->layout().disk_count()),
       options_(options),
       capacity_blocks_(
           CapacityBlocks(options.capacity_bytes, block_size_, io->layout().stripe_unit())),
       table_(TailWindowFor(capacity_blocks_)) {
   options_.block_size = block_size_;
+  if (options_.min_read < 4096 || !IsPowerOfTwo(options_.min_read)) options_.min_read = 4096;
   options_.capacity_bytes = capacity_blocks_ * block_size_;
   disk_prefetches_.assign(disk_count_, 0);
   disk_reads_failing_.assign(disk_count_, false);
@@ -128,6 +156,10 @@ Status FileCache::ValidateOptions(const CacheOptions& options, uint32_t stripe_u
                                    std::to_string(kMinCapacityUnits * stripe_unit) + " bytes (" +
                                    std::to_string(kMinCapacityUnits) + " stripe units)");
   }
+  if (options.min_read < 4096 || !IsPowerOfTwo(options.min_read)) {
+    return Status::InvalidArgument("minimum read " + std::to_string(options.min_read) +
+                                   " must be a power of two of at least 4096");
+  }
   if (options.max_prefetches_per_disk == 0) {
     return Status::InvalidArgument("max prefetches per disk must be at least 1");
   }
@@ -143,47 +175,144 @@ bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
   return table_.Find(ino, block_index) != nullptr;
 }
 
-uint32_t FileCache::FetchLength(uint64_t index, uint64_t file_size) const {
-  const uint64_t start = index * block_size_;
-  if (file_size <= start) return 4096;
-  const uint64_t rest = (file_size - start + 4095) & ~uint64_t{4095};
-  return static_cast<uint32_t>(std::min<uint64_t>(rest, block_size_));
+uint64_t FileCache::GranuleMask(uint64_t lo, uint64_t hi) const {
+  if (hi <= lo) return 0;
+  const uint64_t first = lo / granule_bytes_;
+  const uint64_t count = (hi - 1) / granule_bytes_ - first + 1;
+  return (count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1) << first;
 }
 
-Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
-                                  uint64_t file_size, int64_t now) {
-  Block* b = table_.Insert(ino, index, DiskOf(ino, index));
-  b->origin = origin;
-  b->used = origin == BlockOrigin::kDemand;
+bool FileCache::Holds(const Block& b, uint32_t lo, uint32_t hi) const {
+  if (b.data == nullptr) return false;
+  const uint64_t missing = GranuleMask(lo, hi) & ~b.valid_mask;
+  if (missing == 0) return true;
+  return b.tail_end != 0 && missing == uint64_t{1} << (b.tail_end / granule_bytes_) &&
+         hi <= b.tail_end;
+}
+
+std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool prefetch,
+                                           uint64_t file_size, int64_t now, uint32_t lo,
+                                           uint32_t hi, std::shared_ptr<char[]> buffer) {
+  // Only as far as the file goes, rounded up to a page; at least a page (a block past the end).
+  const uint64_t start = index * block_size_;
+  const uint64_t file_end = file_size > start ? RoundUp(file_size - start, 4096) : 0;
+  uint32_t read_hi = static_cast<uint32_t>(std::min<uint64_t>(hi, file_end));
+  if (read_hi <= lo) read_hi = lo + 4096;
   auto f = std::make_shared<Fetch>();
-  f->key = b->key;
-  f->disk = b->disk;
+  f->key = BlockKey{ino, index};
+  f->disk = DiskOf(ino, index);
   f->prefetch = prefetch;
   f->submit_ns = now;
-  f->length = FetchLength(index, file_size);
+  f->offset = lo;
+  f->length = read_hi - lo;
+  f->mask = GranuleMask(lo, read_hi);
   // T_driver is the whole CPU cost of a fetch (Patterson 1995: what a miss costs the CPU beyond
   // T_hit): this allocation, the submission (DrainIssues) and the completion (OnFetchDone), for
   // one fetch in kCpuSampleEvery.
   thread_local uint32_t driver_sample = 0;
   f->timed = ++driver_sample % kCpuSampleEvery == 1;
   const int64_t cpu0 = f->timed ? clock_->ThreadCpuNanos() : 0;
-  // Page-aligned, so a backing store that reads with O_DIRECT can read into it directly.
-  f->buffer =
-      std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, block_size_)), std::free);
-  if (f->length < block_size_) std::memset(f->buffer.get() + f->length, 0, block_size_ - f->length);
+  f->buffer = buffer != nullptr ? std::move(buffer) : NewBlockBuffer(block_size_);
+  // The rest of the last granule is past the end of the file: zeros, as the disks would read.
+  const uint64_t granule_end = std::min<uint64_t>(RoundUp(read_hi, granule_bytes_), block_size_);
+  if (granule_end > read_hi) std::memset(f->buffer.get() + read_hi, 0, granule_end - read_hi);
   if (f->timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 0);
-  f->block = b;
-  f->inode_epoch = table_.GetInode(ino)->epoch;
   f->self = f;
-  b->fetch = f.get();
   if (prefetch) {
-    ++disk_prefetches_[b->disk];
-    issue_prefetch_.push_back(std::move(f));
+    ++disk_prefetches_[f->disk];
+    issue_prefetch_.push_back(f);
   } else {
-    issue_demand_.push_back(std::move(f));
+    issue_demand_.push_back(f);
   }
   ++fetches_in_flight_;
+  return f;
+}
+
+Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
+                                  uint64_t file_size, int64_t now, uint32_t lo, uint32_t hi) {
+  Block* b = table_.Insert(ino, index, DiskOf(ino, index));
+  b->origin = origin;
+  b->used = origin == BlockOrigin::kDemand;
+  std::shared_ptr<Fetch> f =
+      NewFetch(ino, index, prefetch, file_size, now, lo, std::min(hi, block_size_), nullptr);
+  f->block = b;
+  f->inode_epoch = table_.GetInode(ino)->epoch;
+  b->fetch = f.get();
   return b;
+}
+
+ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b,
+                               uint32_t lo, uint32_t hi, uint64_t file_size, int64_t now,
+                               LruEvents* lru) {
+  const bool demand = !ctx.speculative;
+  const uint64_t needed = GranuleMask(lo, hi);
+  // A miss reads its granules rounded out to min_read (itself granule-aligned).
+  const uint32_t min_read = std::clamp(options_.min_read, granule_bytes_, block_size_);
+  const uint32_t round_lo = lo / min_read * min_read;
+  const uint32_t round_hi =
+      static_cast<uint32_t>(std::min<uint64_t>(RoundUp(hi, min_read), block_size_));
+  if (demand) ++counters_.demand_misses;
+  if (b == nullptr) {
+    if (demand) {
+      ++lru->accesses;
+      if (table_.TakeGhost(BlockKey{ino, index})) {
+        ++lru->ghost_hits;
+        ++counters_.ghost_hits;
+      }
+    }
+    MakeRoomFromUnheld();  // else overshoot: a demand read never waits for a buffer
+    b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now,
+                        round_lo, round_hi);
+    return ReadPart{nullptr, b->fetch->self};
+  }
+  if (demand) {
+    if (b->fetch == nullptr) ++lru->accesses;
+    if (!b->used && b->origin == BlockOrigin::kHinted) ++counters_.hinted_used;
+    if (!b->used && b->origin == BlockOrigin::kReadahead) ++counters_.readahead_hits;
+    b->used = true;
+    b->evict_first = false;
+  }
+  if (b->fetch != nullptr) {
+    // The fetch in flight brings what is missing: wait for it, never fetch a granule twice.
+    if ((needed & ~b->valid_mask & ~b->fetch->mask) == 0) {
+      if (demand) ++counters_.inflight_waits;
+      return ReadPart{nullptr, b->fetch->self};
+    }
+  } else {
+    // A partly valid block: fetch its missing granules (of the rounded range). One run goes into
+    // the block's own buffer: a fetch never rewrites a valid granule, which readers may be
+    // reading. Several runs are read as one span (re-reading the valid granules between them,
+    // which the disks hold as the cache does) into a copy of the buffer that replaces it when the
+    // fetch completes.
+    const uint64_t missing = GranuleMask(round_lo, round_hi) & ~b->valid_mask;
+    uint32_t run_lo = 0;
+    uint32_t run_hi = 0;
+    std::shared_ptr<char[]> buffer = b->data;
+    // The tail's bytes are valid too: a fetch of its granule goes to a copy as well.
+    const uint64_t tail = b->tail_end != 0 ? uint64_t{1} << (b->tail_end / granule_bytes_) : 0;
+    if (!OneRun(missing, granule_bytes_, &run_lo, &run_hi) || (missing & tail) != 0) {
+      run_lo = static_cast<uint32_t>(std::countr_zero(missing)) * granule_bytes_;
+      run_hi = static_cast<uint32_t>(64 - std::countl_zero(missing)) * granule_bytes_;
+      buffer = NewBlockBuffer(block_size_);
+      std::memcpy(buffer.get(), b->data.get(), block_size_);
+      ++counters_.demand_span_fetches;
+    }
+    std::shared_ptr<Fetch> f =
+        NewFetch(ino, index, /*prefetch=*/false, file_size, now, run_lo, run_hi, std::move(buffer));
+    f->block = b;
+    f->inode_epoch = table_.GetInode(ino)->epoch;
+    b->fetch = f.get();
+    table_.Unqueue(b);  // a block being filled is on no queue
+    return ReadPart{nullptr, std::move(f)};
+  }
+  // Another fetch is filling the block and does not bring all this read needs: its granules
+  // come in a buffer of its own, kept by no block (rare: concurrent readers of different parts
+  // of one block).
+  ++counters_.demand_private_fetches;
+  const uint32_t g_lo = lo / granule_bytes_ * granule_bytes_;
+  const uint32_t g_hi = static_cast<uint32_t>(RoundUp(hi, granule_bytes_));
+  return ReadPart{nullptr,
+                  NewFetch(ino, index, /*prefetch=*/false, file_size, now, g_lo, g_hi, nullptr)};
 }
 
 void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
@@ -325,13 +454,11 @@ std::optional<Result<size_t>> FileCache::StartRead(
     for (uint64_t index = first; index <= last; ++index) {
       Block* b = table_.Find(ino, index);
       // Bytes of this block the read needs, from the block's start.
-      const uint64_t needed = std::min<uint64_t>(offset + n - index * block_size_, block_size_);
-      if (b != nullptr && needed > (b->valid() ? b->valid_bytes : b->fetch->length)) {
-        // Cached or coming only as far as the file went when it was read; the file has grown.
-        DropBlocks(ino, index, index);
-        b = nullptr;
-      }
-      if (b != nullptr && b->valid()) {
+      const uint64_t block_start = index * block_size_;
+      const uint32_t lo = static_cast<uint32_t>(std::max(offset, block_start) - block_start);
+      const uint32_t hi =
+          static_cast<uint32_t>(std::min<uint64_t>(offset + n - block_start, block_size_));
+      if (b != nullptr && Holds(*b, lo, hi)) {
         scratch.push_back(ReadPart{b->data, nullptr});
         if (!spec) OnDemandHit(b, &lru);
         continue;
@@ -340,28 +467,7 @@ std::optional<Result<size_t>> FileCache::StartRead(
         eagain = true;
         break;
       }
-      if (b != nullptr) {
-        if (!spec) {
-          ++counters_.demand_misses;
-          ++counters_.inflight_waits;
-          if (!b->used && b->origin == BlockOrigin::kHinted) ++counters_.hinted_used;
-          if (!b->used && b->origin == BlockOrigin::kReadahead) ++counters_.readahead_hits;
-          b->used = true;
-          b->evict_first = false;
-        }
-      } else {
-        if (!spec) {
-          ++counters_.demand_misses;
-          ++lru.accesses;
-          if (table_.TakeGhost(BlockKey{ino, index})) {
-            ++lru.ghost_hits;
-            ++counters_.ghost_hits;
-          }
-        }
-        MakeRoomFromUnheld();  // else overshoot: a demand read never waits for a buffer
-        b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now);
-      }
-      scratch.push_back(ReadPart{nullptr, b->fetch->self});
+      scratch.push_back(DemandPart(ctx, ino, index, b, lo, hi, file_size, now, &lru));
       ++waits;
     }
     if (eagain) {
@@ -524,7 +630,8 @@ void FileCache::DrainIssues() {
       const int64_t cpu0 = raw->timed ? clock_->ThreadCpuNanos() : 0;
       raw->submit_ns = clock_->NowNanos();
       raw->disk_was_idle = events->RecordSubmit(raw->disk);
-      io_->ReadAsync(raw->key.ino, raw->key.index * block_size_, raw->length, raw->buffer.get(),
+      io_->ReadAsync(raw->key.ino, raw->key.index * block_size_ + raw->offset, raw->length,
+                     raw->buffer.get() + raw->offset,
                      raw->prefetch ? stripe::DiskRequest::Priority::kPrefetch
                                    : stripe::DiskRequest::Priority::kDemand,
                      raw->purpose, [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });
@@ -569,10 +676,14 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
       const bool keep = status.ok() && inode != nullptr && inode->epoch == fetch->inode_epoch &&
                         inode->writers == 0;
       if (keep) {
+        const bool first_fill = b->data == nullptr;
         b->data = fetch->buffer;
-        b->valid_bytes = fetch->length;
-        if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_prefetched;
-        if (b->origin == BlockOrigin::kWarmup) ++counters_.warmup_prefetched;
+        b->valid_mask |= fetch->mask;
+        if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
+          b->tail_end = 0;
+        }
+        if (first_fill && b->origin == BlockOrigin::kHinted) ++counters_.hinted_prefetched;
+        if (first_fill && b->origin == BlockOrigin::kWarmup) ++counters_.warmup_prefetched;
         if (b->hint_refs == 0) PlaceUnheld(b);
       } else {
         if (!status.ok()) ++counters_.fetch_errors;
@@ -650,13 +761,26 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     // Readers copy out of `data` without the lock, so a cached buffer is never changed in place:
     // the patched block is a new buffer (use_count() == 1 would not prove that a reader that
     // just let go of the old one is done with it: that count is read without ordering).
-    std::shared_ptr<char[]> patched(new char[block_size_]);
+    std::shared_ptr<char[]> patched = NewBlockBuffer(block_size_);
     std::memcpy(patched.get(), b->data.get(), block_size_);
     std::memcpy(patched.get() + (lo - block_start), data + (lo - offset), hi - lo);
     b->data = std::move(patched);
-    // Bytes after a gap past the valid part are not known to be all the disks hold there.
-    if (lo - block_start <= b->valid_bytes) {
-      b->valid_bytes = std::max<uint32_t>(b->valid_bytes, static_cast<uint32_t>(hi - block_start));
+    // Granules the write covers wholly now mirror the disks; one it covers in part only if it
+    // did before (the rest of it is still to be read from the disks).
+    const uint32_t lo_rel = static_cast<uint32_t>(lo - block_start);
+    const uint32_t hi_rel = static_cast<uint32_t>(hi - block_start);
+    b->valid_mask |=
+        GranuleMask(RoundUp(lo_rel, granule_bytes_), hi_rel / granule_bytes_ * granule_bytes_);
+    // A write that ends inside a missing granule it reached from the granule's start (or from
+    // the tail's end) makes that granule's first bytes valid: the append case.
+    const uint32_t g = hi_rel / granule_bytes_;
+    const bool same_tail = b->tail_end != 0 && b->tail_end / granule_bytes_ == g;
+    if (hi_rel % granule_bytes_ != 0 && (b->valid_mask >> g & 1) == 0 &&
+        (lo_rel <= g * granule_bytes_ || (same_tail && lo_rel <= b->tail_end))) {
+      b->tail_end = same_tail ? std::max(b->tail_end, hi_rel) : hi_rel;
+    }
+    if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
+      b->tail_end = 0;
     }
     ++counters_.write_blocks_updated;
   }

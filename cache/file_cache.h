@@ -51,6 +51,7 @@
 namespace tipfs::cache {
 
 struct PendingRead;  // a read waiting for fetches (file_cache_internal.h)
+struct ReadPart;     // one block of a read (file_cache_internal.h)
 class TipManager;    // the decisions (tip_manager.h)
 
 class FileCache {
@@ -120,6 +121,9 @@ class FileCache {
   Status SetOptions(const CacheOptions& options);
 
   uint32_t block_size() const { return block_size_; }
+  // A block's validity is tracked in granules of this size: 4 KiB, or block_size / 64 for
+  // blocks over 256 KiB (the mask has 64 bits), which then is the least a miss fetches.
+  uint32_t granule_bytes() const { return granule_bytes_; }
   // True when the block is cached (valid or in flight). For tests and diagnostics.
   bool Contains(uint64_t ino, uint64_t block_index) const;
 
@@ -142,12 +146,24 @@ class FileCache {
   // All below run with mu_ held.
   // Why a block's fetch goes to disk (for the disk's statistics and the timeline).
   static stripe::DiskRequest::Purpose PurposeOf(const Block& block);
-  // A new block of `ino` read from the disks as far as a file of `file_size` bytes goes.
+  // A new block of `ino` read from the disks as far as a file of `file_size` bytes goes: whole
+  // (prefetch) or its granules [lo, hi) (bytes from the block's start, granule-aligned).
   Block* NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
-                         uint64_t file_size, int64_t now) REQUIRES(mu_);
-  // Bytes of block `index` a read must fetch when the file is `file_size` long: up to the end
-  // of file rounded up to 4 KiB, at most a block.
-  uint32_t FetchLength(uint64_t index, uint64_t file_size) const REQUIRES(mu_);
+                         uint64_t file_size, int64_t now, uint32_t lo = 0, uint32_t hi = UINT32_MAX)
+      REQUIRES(mu_);
+  // A fetch of bytes [lo, hi) of block `index` (granule-aligned) as far as the file goes, into
+  // `buffer` (a new one when null), queued for submission. Attached to no block.
+  std::shared_ptr<Fetch> NewFetch(uint64_t ino, uint64_t index, bool prefetch, uint64_t file_size,
+                                  int64_t now, uint32_t lo, uint32_t hi,
+                                  std::shared_ptr<char[]> buffer) REQUIRES(mu_);
+  // What a demand read of bytes [lo, hi) of block b (null: absent) must wait for: the block
+  // itself (valid), its fetch, or a fetch started here. Counts the miss.
+  ReadPart DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b, uint32_t lo,
+                      uint32_t hi, uint64_t file_size, int64_t now, LruEvents* lru) REQUIRES(mu_);
+  // Granules (bits) covering bytes [lo, hi) of a block.
+  uint64_t GranuleMask(uint64_t lo, uint64_t hi) const;
+  // True when bytes [lo, hi) of the block are in memory (its valid granules, or its tail).
+  bool Holds(const Block& b, uint32_t lo, uint32_t hi) const REQUIRES(mu_);
   void OnDemandHit(Block* b, LruEvents* lru) REQUIRES(mu_);
   // Frees a buffer when the table is full: the coldest evict-first block, else the LRU tail.
   // False when every buffer is held or in flight (a demand miss then overshoots and the
@@ -173,6 +189,7 @@ class FileCache {
   stripe::StripedIo* const io_;
   Clock* const clock_;
   const uint32_t block_size_;
+  const uint32_t granule_bytes_;
   const uint32_t disk_count_;
 
   // Protected by mu_. Lock order: TipManager::mu_, then mu_, then the Clock's own mutex

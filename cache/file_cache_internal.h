@@ -31,7 +31,11 @@ struct Fetch {
   uint32_t disk = 0;
   bool prefetch = false;  // bounded per disk; issued with priority kPrefetch
   stripe::DiskRequest::Purpose purpose = stripe::DiskRequest::Purpose::kDemand;  // set at issue
-  uint32_t length = 0;  // bytes read from the block's start (the rest of the buffer is zeros)
+  uint32_t offset = 0;  // where in the block the read starts (granule-aligned)
+  uint32_t length = 0;  // bytes read from there (the rest of its granules are zeros)
+  uint64_t mask = 0;    // the granules it makes valid
+  // The block's buffer: a new one, or (a fetch of a partly valid block's missing granules) the
+  // block's own, whose other granules readers may be reading meanwhile.
   int64_t submit_ns = 0;
   bool disk_was_idle = false;  // none of the cache's reads was on its disk at submission (T_disk)
   bool timed = false;          // its driver CPU time is sampled (T_driver)

@@ -30,6 +30,7 @@ struct MountArgs {
   std::string cache_size = "256M";
   std::string hints = "on";
   std::string readahead = "on";
+  std::string min_read = "4K";
   std::string data_cache = "kernel";
   std::string disk_model = "none";
   std::string backing_io = "auto";
@@ -84,6 +85,8 @@ std::string ApplyDashO(MountArgs* args, fusefs::MountOptions* options) {
       std::string error;
       if (key == "cache_size") {
         error = need_value(&args->cache_size);
+      } else if (key == "min_read") {
+        error = need_value(&args->min_read);
       } else if (key == "disk_model") {
         // Commas separate mount options: the model's knobs are joined with ':' here
         // (disk_model=hdd:L=5ms is --disk-model hdd,L=5ms).
@@ -171,6 +174,12 @@ std::string ToOptions(MountArgs* args, fusefs::MountOptions* options) {
   options->cache.hints_ignored = args->hints == "ignore";
   options->cache.always_prefetch_hinted = args->hints == "always";
   options->cache.readahead = args->readahead == "on";
+  Result<uint64_t> min_read = ParseSize(args->min_read);
+  if (!min_read.ok()) return "--min-read: " + min_read.status().message();
+  if (*min_read < 4096 || *min_read > (1u << 30) || (*min_read & (*min_read - 1)) != 0) {
+    return "--min-read " + args->min_read + ": expected a power of two from 4K to 1G";
+  }
+  options->cache.min_read = static_cast<uint32_t>(*min_read);
   options->data_cache = args->data_cache == "direct" ? fusefs::DataCacheMode::kDirect
                                                      : fusefs::DataCacheMode::kKernel;
   options->disk_model = args->disk_model;
@@ -265,10 +274,11 @@ int RunMount(MountArgs args) {
 Runner AddMountCommand(CLI::App* app) {
   auto args = std::make_shared<MountArgs>();
   app->add_flag("-f,--foreground", args->foreground, "Serve in the foreground instead of a daemon");
-  app->add_option("-o", args->dash_o,
-                  "Mount options as in fstab: cache_size=, disk_model= (knobs joined by ':'), "
-                  "data_cache=, hints=, readahead=, log=, metrics_listen=, allow_other, ro, "
-                  "noatime, nodev, nosuid, noexec, nofail; x-* and _netdev are ignored")
+  app->add_option(
+         "-o", args->dash_o,
+         "Mount options as in fstab: cache_size=, disk_model= (knobs joined by ':'), "
+         "data_cache=, hints=, readahead=, min_read=, log=, metrics_listen=, allow_other, ro, "
+         "noatime, nodev, nosuid, noexec, nofail; x-* and _netdev are ignored")
       ->option_text("OPTION[,...]")
       ->allow_extra_args(false);
   app->add_option("--cache-size", args->cache_size,
@@ -284,6 +294,10 @@ Runner AddMountCommand(CLI::App* app) {
   app->add_option("--readahead", args->readahead, "Sequential read-ahead for unhinted reads")
       ->option_text("on|off")
       ->check(OneOf({"on", "off"}));
+  app->add_option("--min-read", args->min_read,
+                  "Least a demand miss reads from the disks, aligned to itself (default 4K; the "
+                  "stripe unit or more reads whole units); prefetches read whole units")
+      ->option_text("SIZE");
   app->add_option("--data-cache", args->data_cache,
                   "kernel: page cache on top (default); direct: every read reaches the daemon")
       ->option_text("kernel|direct")
