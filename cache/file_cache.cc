@@ -114,7 +114,10 @@ FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
           CapacityBlocks(options.capacity_bytes, block_size_, io->layout().stripe_unit())),
       table_(TailWindowFor(capacity_blocks_)) {
   options_.block_size = block_size_;
-  if (options_.min_read < 4096 || !IsPowerOfTwo(options_.min_read)) options_.min_read = 4096;
+  // ValidateOptions refuses other values; in the block's terms, a miss reads at least a granule
+  // and at most the block, so the read path uses min_read as it is.
+  const uint32_t min_read = IsPowerOfTwo(options_.min_read) ? options_.min_read : 4096;
+  options_.min_read = std::clamp(min_read, granule_bytes_, block_size_);
   options_.capacity_bytes = capacity_blocks_ * block_size_;
   disk_prefetches_.assign(disk_count_, 0);
   disk_reads_failing_.assign(disk_count_, false);
@@ -190,6 +193,12 @@ bool FileCache::Holds(const Block& b, uint32_t lo, uint32_t hi) const {
          hi <= b.tail_end;
 }
 
+void FileCache::ForgetCoveredTail(Block* b) const {
+  if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
+    b->tail_end = 0;  // its granule is valid as a whole now
+  }
+}
+
 std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool prefetch,
                                            uint64_t file_size, int64_t now, uint32_t lo,
                                            uint32_t hi, std::shared_ptr<char[]> buffer) {
@@ -246,8 +255,8 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
                                LruEvents* lru) {
   const bool demand = !ctx.speculative;
   const uint64_t needed = GranuleMask(lo, hi);
-  // A miss reads its granules rounded out to min_read (itself granule-aligned).
-  const uint32_t min_read = std::clamp(options_.min_read, granule_bytes_, block_size_);
+  // A miss reads its granules rounded out to min_read (granule-aligned, at most the block).
+  const uint32_t min_read = options_.min_read;
   const uint32_t round_lo = lo / min_read * min_read;
   const uint32_t round_hi =
       static_cast<uint32_t>(std::min<uint64_t>(RoundUp(hi, min_read), block_size_));
@@ -679,9 +688,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
         const bool first_fill = b->data == nullptr;
         b->data = fetch->buffer;
         b->valid_mask |= fetch->mask;
-        if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
-          b->tail_end = 0;
-        }
+        ForgetCoveredTail(b);
         if (first_fill && b->origin == BlockOrigin::kHinted) ++counters_.hinted_prefetched;
         if (first_fill && b->origin == BlockOrigin::kWarmup) ++counters_.warmup_prefetched;
         if (b->hint_refs == 0) PlaceUnheld(b);
@@ -779,9 +786,7 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
         (lo_rel <= g * granule_bytes_ || (same_tail && lo_rel <= b->tail_end))) {
       b->tail_end = same_tail ? std::max(b->tail_end, hi_rel) : hi_rel;
     }
-    if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
-      b->tail_end = 0;
-    }
+    ForgetCoveredTail(b);
     ++counters_.write_blocks_updated;
   }
   ++inode->epoch;

@@ -164,6 +164,8 @@ class FileCache {
   uint64_t GranuleMask(uint64_t lo, uint64_t hi) const;
   // True when bytes [lo, hi) of the block are in memory (its valid granules, or its tail).
   bool Holds(const Block& b, uint32_t lo, uint32_t hi) const REQUIRES(mu_);
+  // Drops b's tail mark (bytes valid from a missing granule's start) once that granule is valid.
+  void ForgetCoveredTail(Block* b) const REQUIRES(mu_);
   void OnDemandHit(Block* b, LruEvents* lru) REQUIRES(mu_);
   // Frees a buffer when the table is full: the coldest evict-first block, else the LRU tail.
   // False when every buffer is held or in flight (a demand miss then overshoots and the
