@@ -91,6 +91,24 @@ HintBatch InOrder(uint64_t stream, uint64_t ino, const std::vector<uint64_t>& bl
   return b;
 }
 
+// Blocks of a 256-block file `ino` on 4 disks: twelve accesses alternating between two disks,
+// then twelve alternating between the other two.
+std::vector<uint64_t> AlternatingDiskOrder(CacheRig& rig, uint64_t ino) {
+  const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(ino, b * kBlock); };
+  std::vector<uint64_t> order;
+  for (uint32_t half = 0; half < 2; ++half) {
+    std::vector<uint64_t> picked[2];
+    const uint32_t first = disk_of(0) + 2 * half;
+    for (uint64_t b = 0; b < 256; ++b) {
+      const uint32_t d = disk_of(b);
+      if (d % 4 == first % 4 && picked[0].size() < 6) picked[0].push_back(b);
+      if (d % 4 == (first + 1) % 4 && picked[1].size() < 6) picked[1].push_back(b);
+    }
+    for (size_t i = 0; i < 6; ++i) order.insert(order.end(), {picked[0][i], picked[1][i]});
+  }
+  return order;
+}
+
 // Process `pid` reads `blocks` of `ino` in that order, computing `gap` before each, and checks
 // every byte.
 void ReadInOrder(CacheRig& rig, uint32_t pid, uint64_t ino, const std::string& data,
@@ -254,19 +272,7 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
     const std::string warm = WriteRaw(rig, 2, 8, 2);
     const std::string data = WriteRaw(rig, 1, 256, 3);
     ReadDescending(rig, 100, 2, warm, 2 * kMs);  // P = 5
-    // Twelve accesses alternating between two disks, then twelve on the other two.
-    const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(1, b * kBlock); };
-    std::vector<uint64_t> order;
-    for (uint32_t half = 0; half < 2; ++half) {
-      std::vector<uint64_t> picked[2];
-      for (uint64_t b = 0; b < 256; ++b) {
-        const uint32_t d = disk_of(b);
-        const uint32_t first = disk_of(0) + 2 * half;
-        if (d % 4 == first % 4 && picked[0].size() < 6) picked[0].push_back(b);
-        if (d % 4 == (first + 1) % 4 && picked[1].size() < 6) picked[1].push_back(b);
-      }
-      for (size_t i = 0; i < 6; ++i) order.insert(order.end(), {picked[0][i], picked[1][i]});
-    }
+    const std::vector<uint64_t> order = AlternatingDiskOrder(rig, 1);
     const CacheStats before = rig.cache->Stats();
     EXPECT_TRUE(rig.cache->Hint(InOrder(100, 1, order, data.size())).ok());
     Outcome out;
@@ -305,19 +311,7 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonOnlyForAccurateHints) {
       EXPECT_TRUE(rig.cache->Cancel(100, std::nullopt, false).ok());
       rig.clock.Advance(100 * kMs);  // their prefetches complete
     }
-    const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(1, b * kBlock); };
-    // Twelve accesses alternating between two disks, then accesses on the other two.
-    std::vector<uint64_t> order;
-    for (uint32_t half = 0; half < 2; ++half) {
-      std::vector<uint64_t> picked[2];
-      for (uint64_t b = 0; b < 256; ++b) {
-        const uint32_t d = disk_of(b);
-        const uint32_t first = disk_of(0) + 2 * half;
-        if (d % 4 == first % 4 && picked[0].size() < 6) picked[0].push_back(b);
-        if (d % 4 == (first + 1) % 4 && picked[1].size() < 6) picked[1].push_back(b);
-      }
-      for (size_t i = 0; i < 6; ++i) order.insert(order.end(), {picked[0][i], picked[1][i]});
-    }
+    const std::vector<uint64_t> order = AlternatingDiskOrder(rig, 1);
     HintBatch batch = InOrder(100, 1, order, data.size());
     batch.source = source;
     EXPECT_TRUE(rig.cache->Hint(batch).ok());
