@@ -1,6 +1,6 @@
-// FileCache data path: reads (hits, misses, joins of fetches in flight), fetch completion,
-// write-through coherence, truncate and remove. The TIP manager, hints and read-ahead live in
-// tip_manager.cc.
+// FileCache data path: reads (hits, misses, joins of fetches in flight) and fetch completion.
+// The granules and the fetches a miss starts are in file_cache_granules.cc; writes, truncate and
+// remove in file_cache_write.cc; the TIP manager, hints and read-ahead in tip_manager.cc.
 //
 // A block read moves through: queued (issue lists, under mu_) -> submitted (StripedIo::ReadAsync,
 // outside mu_, batched into one io_uring submit) -> completed (OnFetchDone: kept in the cache
@@ -11,7 +11,6 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 
 #include "cache/file_cache_internal.h"
 #include "cache/tip_manager.h"
@@ -32,38 +31,9 @@ uint32_t ChooseBlockSize(const CacheOptions& o, uint32_t unit) {
   return b;
 }
 
-// Validity is tracked per granule in a 64-bit mask: 4 KiB granules up to 256 KiB blocks, larger
-// granules beyond (a 1 MiB stripe unit has 16 KiB granules).
-uint32_t GranuleBytesFor(uint32_t block_size) { return std::max<uint32_t>(4096, block_size / 64); }
-
-// A block's buffer, page-aligned so a backing store that reads with O_DIRECT reads into it.
-std::shared_ptr<char[]> NewBlockBuffer(uint32_t block_size) {
-  return std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, block_size)),
-                                 std::free);
-}
-
-uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
-
-// Granules [lo, hi) of `m` as bytes when its set bits are one run, else false.
-bool OneRun(uint64_t m, uint32_t granule, uint32_t* lo, uint32_t* hi) {
-  if (m == 0) return false;
-  const int first = std::countr_zero(m);
-  const int last = 63 - std::countl_zero(m);
-  const uint64_t run =
-      (last - first == 63 ? ~uint64_t{0} : ((uint64_t{1} << (last - first + 1)) - 1)) << first;
-  if (run != m) return false;
-  *lo = static_cast<uint32_t>(first) * granule;
-  *hi = static_cast<uint32_t>(last + 1) * granule;
-  return true;
-}
-
 uint64_t CapacityBlocks(uint64_t bytes, uint32_t block_size, uint32_t unit) {
   return std::max<uint64_t>(bytes, kMinCapacityUnits * unit) / block_size;
 }
-
-// One demand read (T_hit) or fetch submission (T_driver) in this many has its CPU time measured:
-// the thread CPU clock is a system call (about 0.5 us here), too dear for every hit.
-constexpr uint32_t kCpuSampleEvery = 64;
 
 // The LRU tail window (and ghost list) k: an eighth of the cache, at most 64 buffers.
 uint32_t TailWindowFor(uint64_t capacity_blocks) {
@@ -178,152 +148,6 @@ bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
   return table_.Find(ino, block_index) != nullptr;
 }
 
-uint64_t FileCache::GranuleMask(uint64_t lo, uint64_t hi) const {
-  if (hi <= lo) return 0;
-  const uint64_t first = lo / granule_bytes_;
-  const uint64_t count = (hi - 1) / granule_bytes_ - first + 1;
-  return (count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1) << first;
-}
-
-bool FileCache::Holds(const Block& b, uint32_t lo, uint32_t hi) const {
-  if (b.data == nullptr) return false;
-  const uint64_t missing = GranuleMask(lo, hi) & ~b.valid_mask;
-  if (missing == 0) return true;
-  return b.tail_end != 0 && missing == uint64_t{1} << (b.tail_end / granule_bytes_) &&
-         hi <= b.tail_end;
-}
-
-void FileCache::ForgetCoveredTail(Block* b) const {
-  if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
-    b->tail_end = 0;  // its granule is valid as a whole now
-  }
-}
-
-std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool prefetch,
-                                           uint64_t file_size, int64_t now, uint32_t lo,
-                                           uint32_t hi, std::shared_ptr<char[]> buffer) {
-  // Only as far as the file goes, rounded up to a page; at least a page (a block past the end).
-  const uint64_t start = index * block_size_;
-  const uint64_t file_end = file_size > start ? RoundUp(file_size - start, 4096) : 0;
-  uint32_t read_hi = static_cast<uint32_t>(std::min<uint64_t>(hi, file_end));
-  if (read_hi <= lo) read_hi = lo + 4096;
-  auto f = std::make_shared<Fetch>();
-  f->key = BlockKey{ino, index};
-  f->disk = DiskOf(ino, index);
-  f->prefetch = prefetch;
-  f->submit_ns = now;
-  f->offset = lo;
-  f->length = read_hi - lo;
-  f->mask = GranuleMask(lo, read_hi);
-  // T_driver is the whole CPU cost of a fetch (Patterson 1995: what a miss costs the CPU beyond
-  // T_hit): this allocation, the submission (DrainIssues) and the completion (OnFetchDone), for
-  // one fetch in kCpuSampleEvery.
-  thread_local uint32_t driver_sample = 0;
-  f->timed = ++driver_sample % kCpuSampleEvery == 1;
-  const int64_t cpu0 = f->timed ? clock_->ThreadCpuNanos() : 0;
-  f->buffer = buffer != nullptr ? std::move(buffer) : NewBlockBuffer(block_size_);
-  // The rest of the last granule is past the end of the file: zeros, as the disks would read.
-  const uint64_t granule_end = std::min<uint64_t>(RoundUp(read_hi, granule_bytes_), block_size_);
-  if (granule_end > read_hi) std::memset(f->buffer.get() + read_hi, 0, granule_end - read_hi);
-  if (f->timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 0);
-  f->self = f;
-  if (prefetch) {
-    ++disk_prefetches_[f->disk];
-    issue_prefetch_.push_back(f);
-  } else {
-    issue_demand_.push_back(f);
-  }
-  ++fetches_in_flight_;
-  return f;
-}
-
-Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin origin, bool prefetch,
-                                  uint64_t file_size, int64_t now, uint32_t lo, uint32_t hi) {
-  Block* b = table_.Insert(ino, index, DiskOf(ino, index));
-  b->origin = origin;
-  b->used = origin == BlockOrigin::kDemand;
-  std::shared_ptr<Fetch> f =
-      NewFetch(ino, index, prefetch, file_size, now, lo, std::min(hi, block_size_), nullptr);
-  f->block = b;
-  f->inode_epoch = table_.GetInode(ino)->epoch;
-  b->fetch = f.get();
-  return b;
-}
-
-ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b,
-                               uint32_t lo, uint32_t hi, uint64_t file_size, int64_t now,
-                               LruEvents* lru) {
-  const bool demand = !ctx.speculative;
-  const uint64_t needed = GranuleMask(lo, hi);
-  // A miss reads its granules rounded out to min_read (granule-aligned, at most the block).
-  const uint32_t min_read = options_.min_read;
-  const uint32_t round_lo = lo / min_read * min_read;
-  const uint32_t round_hi =
-      static_cast<uint32_t>(std::min<uint64_t>(RoundUp(hi, min_read), block_size_));
-  if (demand) ++counters_.demand_misses;
-  if (b == nullptr) {
-    if (demand) {
-      ++lru->accesses;
-      if (table_.TakeGhost(BlockKey{ino, index})) {
-        ++lru->ghost_hits;
-        ++counters_.ghost_hits;
-      }
-    }
-    MakeRoomFromUnheld();  // else overshoot: a demand read never waits for a buffer
-    b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now,
-                        round_lo, round_hi);
-    return ReadPart{nullptr, b->fetch->self};
-  }
-  if (demand) {
-    if (b->fetch == nullptr) ++lru->accesses;
-    if (!b->used && b->origin == BlockOrigin::kHinted) ++counters_.hinted_used;
-    if (!b->used && b->origin == BlockOrigin::kReadahead) ++counters_.readahead_hits;
-    b->used = true;
-    b->evict_first = false;
-  }
-  if (b->fetch != nullptr) {
-    // The fetch in flight brings what is missing: wait for it, never fetch a granule twice.
-    if ((needed & ~b->valid_mask & ~b->fetch->mask) == 0) {
-      if (demand) ++counters_.inflight_waits;
-      return ReadPart{nullptr, b->fetch->self};
-    }
-  } else {
-    // A partly valid block: fetch its missing granules (of the rounded range). One run goes into
-    // the block's own buffer: a fetch never rewrites a valid granule, which readers may be
-    // reading. Several runs are read as one span (re-reading the valid granules between them,
-    // which the disks hold as the cache does) into a copy of the buffer that replaces it when the
-    // fetch completes.
-    const uint64_t missing = GranuleMask(round_lo, round_hi) & ~b->valid_mask;
-    uint32_t run_lo = 0;
-    uint32_t run_hi = 0;
-    std::shared_ptr<char[]> buffer = b->data;
-    // The tail's bytes are valid too: a fetch of its granule goes to a copy as well.
-    const uint64_t tail = b->tail_end != 0 ? uint64_t{1} << (b->tail_end / granule_bytes_) : 0;
-    if (!OneRun(missing, granule_bytes_, &run_lo, &run_hi) || (missing & tail) != 0) {
-      run_lo = static_cast<uint32_t>(std::countr_zero(missing)) * granule_bytes_;
-      run_hi = static_cast<uint32_t>(64 - std::countl_zero(missing)) * granule_bytes_;
-      buffer = NewBlockBuffer(block_size_);
-      std::memcpy(buffer.get(), b->data.get(), block_size_);
-      ++counters_.demand_span_fetches;
-    }
-    std::shared_ptr<Fetch> f =
-        NewFetch(ino, index, /*prefetch=*/false, file_size, now, run_lo, run_hi, std::move(buffer));
-    f->block = b;
-    f->inode_epoch = table_.GetInode(ino)->epoch;
-    b->fetch = f.get();
-    table_.Unqueue(b);  // a block being filled is on no queue
-    return ReadPart{nullptr, std::move(f)};
-  }
-  // Another fetch is filling the block and does not bring all this read needs: its granules
-  // come in a buffer of its own, kept by no block (rare: concurrent readers of different parts
-  // of one block).
-  ++counters_.demand_private_fetches;
-  const uint32_t g_lo = lo / granule_bytes_ * granule_bytes_;
-  const uint32_t g_hi = static_cast<uint32_t>(RoundUp(hi, granule_bytes_));
-  return ReadPart{nullptr,
-                  NewFetch(ino, index, /*prefetch=*/false, file_size, now, g_lo, g_hi, nullptr)};
-}
-
 void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
   ++counters_.demand_hits;
   ++lru->accesses;
@@ -399,24 +223,6 @@ void FileCache::EvictBlock(Block* b) {
   }
   ++counters_.evictions;
   table_.Erase(b);
-}
-
-void FileCache::DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) {
-  std::vector<Block*> blocks;
-  table_.BlocksInRange(ino, first, last, &blocks);
-  for (Block* b : blocks) {
-    if (b->valid()) continue;
-    b->fetch->block = nullptr;
-    b->fetch = nullptr;
-    table_.Erase(b);
-  }
-}
-
-void FileCache::DropBlocks(uint64_t ino, uint64_t first, uint64_t last) {
-  DetachInFlight(ino, first, last);
-  std::vector<Block*> blocks;
-  table_.BlocksInRange(ino, first, last, &blocks);
-  for (Block* b : blocks) table_.Erase(b);
 }
 
 std::optional<Result<size_t>> FileCache::StartRead(
@@ -732,111 +538,6 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   // Last: the destructor may run as soon as the count reaches zero.
   MutexLock lock(&mu_);
   if (--fetches_in_flight_ == 0) idle_cv_.SignalAll();
-}
-
-Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t length) {
-  if (length == 0) return Status::OK();
-  const uint64_t first = offset / block_size_;
-  const uint64_t last = (offset + length - 1) / block_size_;
-  uint64_t my_epoch;
-  {
-    MutexLock lock(&mu_);
-    InodeState* inode = table_.GetInode(ino);
-    ++inode->epoch;
-    ++inode->writers;
-    my_epoch = inode->epoch;
-    DetachInFlight(ino, first, last);
-  }
-  Status st = io_->Write(ino, offset, data, length);
-  MutexLock lock(&mu_);
-  InodeState* inode = table_.GetInode(ino);
-  // Patch cached blocks only when no other write to the file overlapped this one in time: then
-  // the disks hold exactly these bytes. Otherwise the order the disks applied is unknown: drop.
-  const bool alone = st.ok() && inode->writers == 1 && inode->epoch == my_epoch;
-  DetachInFlight(ino, first, last);
-  std::vector<Block*> blocks;
-  table_.BlocksInRange(ino, first, last, &blocks);
-  for (Block* b : blocks) {
-    if (!alone) {
-      table_.Erase(b);
-      ++counters_.write_blocks_dropped;
-      continue;
-    }
-    const uint64_t block_start = b->key.index * block_size_;
-    const uint64_t lo = std::max<uint64_t>(offset, block_start);
-    const uint64_t hi = std::min<uint64_t>(offset + length, block_start + block_size_);
-    // Readers copy out of `data` without the lock, so a cached buffer is never changed in place:
-    // the patched block is a new buffer (use_count() == 1 would not prove that a reader that
-    // just let go of the old one is done with it: that count is read without ordering).
-    std::shared_ptr<char[]> patched = NewBlockBuffer(block_size_);
-    std::memcpy(patched.get(), b->data.get(), block_size_);
-    std::memcpy(patched.get() + (lo - block_start), data + (lo - offset), hi - lo);
-    b->data = std::move(patched);
-    // Granules the write covers wholly now mirror the disks; one it covers in part only if it
-    // did before (the rest of it is still to be read from the disks).
-    const uint32_t lo_rel = static_cast<uint32_t>(lo - block_start);
-    const uint32_t hi_rel = static_cast<uint32_t>(hi - block_start);
-    b->valid_mask |=
-        GranuleMask(RoundUp(lo_rel, granule_bytes_), hi_rel / granule_bytes_ * granule_bytes_);
-    // A write that ends inside a missing granule it reached from the granule's start (or from
-    // the tail's end) makes that granule's first bytes valid: the append case.
-    const uint32_t g = hi_rel / granule_bytes_;
-    const bool same_tail = b->tail_end != 0 && b->tail_end / granule_bytes_ == g;
-    if (hi_rel % granule_bytes_ != 0 && (b->valid_mask >> g & 1) == 0 &&
-        (lo_rel <= g * granule_bytes_ || (same_tail && lo_rel <= b->tail_end))) {
-      b->tail_end = same_tail ? std::max(b->tail_end, hi_rel) : hi_rel;
-    }
-    ForgetCoveredTail(b);
-    ++counters_.write_blocks_updated;
-  }
-  ++inode->epoch;
-  --inode->writers;
-  table_.MaybeDropInode(ino);
-  return st;
-}
-
-Status FileCache::Truncate(uint64_t ino, uint64_t old_size, uint64_t new_size) {
-  const uint64_t first = std::min(old_size, new_size) / block_size_;
-  constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
-  {
-    MutexLock lock(&mu_);
-    InodeState* inode = table_.GetInode(ino);
-    ++inode->epoch;
-    ++inode->writers;
-    DetachInFlight(ino, first, kEnd);
-  }
-  Status st = io_->Truncate(ino, old_size, new_size);
-  MutexLock lock(&mu_);
-  // The block holding the new end and everything after it are re-read from the disks when
-  // needed, so the cache can never disagree with the disks about bytes past either end.
-  DropBlocks(ino, first, kEnd);
-  InodeState* inode = table_.GetInode(ino);
-  ++inode->epoch;
-  --inode->writers;
-  table_.MaybeDropInode(ino);
-  return st;
-}
-
-Status FileCache::Sync(uint64_t ino) { return io_->Sync(ino); }
-
-Status FileCache::Remove(uint64_t ino) {
-  constexpr uint64_t kEnd = std::numeric_limits<uint64_t>::max();
-  manager_->DropInode(ino);
-  {
-    MutexLock lock(&mu_);
-    InodeState* inode = table_.GetInode(ino);
-    ++inode->epoch;
-    ++inode->writers;
-    DropBlocks(ino, 0, kEnd);
-  }
-  Status st = io_->Remove(ino);
-  MutexLock lock(&mu_);
-  DropBlocks(ino, 0, kEnd);
-  InodeState* inode = table_.GetInode(ino);
-  ++inode->epoch;
-  --inode->writers;
-  table_.MaybeDropInode(ino);
-  return st;
 }
 
 }  // namespace tipfs::cache

@@ -2,9 +2,11 @@
 // per-process reader state. Not for use outside cache/.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -74,6 +76,24 @@ struct PendingRead {
   CondVar cv;
   bool complete GUARDED_BY(mu) = false;
 };
+
+// Validity is tracked per granule in a 64-bit mask: 4 KiB granules up to 256 KiB blocks, larger
+// granules beyond (a 1 MiB stripe unit has 16 KiB granules).
+inline uint32_t GranuleBytesFor(uint32_t block_size) {
+  return std::max<uint32_t>(4096, block_size / 64);
+}
+
+// A block's buffer, page-aligned so a backing store that reads with O_DIRECT reads into it.
+inline std::shared_ptr<char[]> NewBlockBuffer(uint32_t block_size) {
+  return std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, block_size)),
+                                 std::free);
+}
+
+inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// One demand read (T_hit) or fetch submission (T_driver) in this many has its CPU time measured:
+// the thread CPU clock is a system call (about 0.5 us here), too dear for every hit.
+constexpr uint32_t kCpuSampleEvery = 64;
 
 // Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i),
 // or (out == nullptr) appends references to them to *shared.
