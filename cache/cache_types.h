@@ -199,7 +199,10 @@ struct CacheStats {
   uint64_t hinted_cancelled = 0;  // hinted accesses dropped by cancel, epoch or retirement
   uint64_t hinted_skipped = 0;    // hinted accesses passed over by the reader
   uint64_t hinted_ejected = 0;    // hinted blocks given up for a better use (TIP decision)
-  uint64_t shared_consumed = 0;   // hinted accesses of a shared stream read by a descendant
+  // Blocks kept after a read because the reader's hints read them again beyond the lookahead
+  // window (informed caching; cache/tip_reuse.cc).
+  uint64_t hinted_kept_for_reuse = 0;
+  uint64_t shared_consumed = 0;  // hinted accesses of a shared stream read by a descendant
   // Tainted speculative hints: bytes trimmed by the budget, and the most ever outstanding.
   uint64_t tainted_trimmed_bytes = 0;
   uint64_t tainted_outstanding_max_bytes = 0;

@@ -79,6 +79,25 @@ bool HintStream::HoldsBlock(uint64_t ino, uint64_t block) const {
   return false;
 }
 
+size_t HintStream::IndexOf(uint64_t ino, uint64_t block, size_t limit) const {
+  size_t index = 0;
+  for (; index < accesses_.size() && index < limit; ++index) {
+    if (accesses_[index].ino == ino && accesses_[index].block == block) return index;
+  }
+  size_t steps = 0;
+  for (const HintSegment& s : pending_) {
+    if (index >= limit || steps++ >= limit) break;
+    const uint64_t first = s.offset / block_size_;
+    const uint64_t blocks = BlocksOf(s, block_size_);
+    if (s.ino == ino && block >= first && block < first + blocks) {
+      index += block - first;
+      return index < limit ? index : kNotFound;
+    }
+    index += blocks;
+  }
+  return kNotFound;
+}
+
 void HintStream::IndexAccess(const HintedAccess& a, int sign) const {
   if (!indexed_) return;
   if (sign > 0) {
@@ -160,6 +179,7 @@ void HintStream::Account(const HintedAccess& a, int sign) {
 void HintStream::PopFront(bool consumed, StreamRelease* release) {
   HintedAccess a = accesses_.front();
   accesses_.pop_front();
+  ++popped_;
   IndexAccess(a, -1);
   if (cursor_ > 0) --cursor_;
   Account(a, -1);
@@ -174,6 +194,7 @@ void HintStream::PopFront(bool consumed, StreamRelease* release) {
 void HintStream::ConsumeAt(size_t index, StreamRelease* release) {
   HintedAccess a = accesses_[index];
   accesses_.erase(accesses_.begin() + static_cast<std::ptrdiff_t>(index));
+  ++popped_;
   IndexAccess(a, -1);
   if (cursor_ > index) --cursor_;
   Account(a, -1);
@@ -255,6 +276,7 @@ void HintStream::DropIf(Pred pred, StreamRelease* release) {
   for (HintedAccess& a : accesses_) {
     if (pred(a.ino, a.epoch, a.source)) {
       Account(a, -1);
+      ++popped_;
       release->dropped.push_back(a);
     } else {
       kept.push_back(a);

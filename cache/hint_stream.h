@@ -109,6 +109,16 @@ class HintStream {
   // indexes are built at the first call and kept from then on, so a stream nobody asks about
   // (most: only an owner with several streams is asked) does not pay for them on every read.
   bool HoldsBlock(uint64_t ino, uint64_t block) const;
+  // The index of the first outstanding access to block `block` of `ino` (its distance is the
+  // index + 1), or kNotFound when there is none among the first `limit` accesses. Walks the
+  // expanded accesses, then the pending segments a block count at a time (without expanding
+  // them): at most `limit` steps of each.
+  static constexpr size_t kNotFound = static_cast<size_t>(-1);
+  size_t IndexOf(uint64_t ino, uint64_t block, size_t limit) const;
+  // Accesses that have left the front of the stream (read or dropped), counted from creation:
+  // an access now at index i is at position popped() + i, which stays put while accesses leave
+  // from the front (one leaving from the middle moves those before it by one).
+  uint64_t popped() const { return popped_; }
 
   // Expanded accesses; index 0 is the next access the stream's reader will make (x = 1).
   size_t expanded() const { return accesses_.size(); }
@@ -164,6 +174,25 @@ class HintStream {
   static constexpr int64_t kConsumptionHalfLifeNanos = 500'000'000;
   DecayingRate consumption{kConsumptionHalfLifeNanos};
 
+  // Blocks the manager keeps for a disclosed reuse beyond its lookahead window (informed
+  // caching, TipManager::KeepForReuse): each holds one hint_ref of its block, named by id, and is
+  // valued at the distance of the access that will read it again, at stream position `reuse_at`.
+  // Kept by the manager; here so they live and die with the stream.
+  struct KeptBlock {
+    uint64_t block_id = 0;
+    uint64_t reuse_at = 0;
+    HintSource source = HintSource::kManual;  // of the access that read it (for its accuracy)
+  };
+  using BlockKeyPair = std::pair<uint64_t, uint64_t>;  // (ino, block)
+  struct BlockHash {
+    size_t operator()(const BlockKeyPair& k) const {
+      const uint64_t h = k.first * 0x9E3779B97F4A7C15ull ^ (k.second + 0x632BE59BD9B4E019ull);
+      return static_cast<size_t>((h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull);
+    }
+  };
+  std::unordered_map<BlockKeyPair, KeptBlock, BlockHash> kept;
+  std::set<std::pair<uint64_t, BlockKeyPair>> kept_by_reuse;  // (reuse_at, key), furthest last
+
  private:
   void PopFront(bool consumed, StreamRelease* release);
   // Consumes the accesses from `index` on that [offset, end) of `ino` overlaps (at least the one
@@ -191,13 +220,7 @@ class HintStream {
 
   std::deque<HintedAccess> accesses_;
   std::deque<HintSegment> pending_;  // not yet expanded; the front may be partly expanded
-  // Expanded accesses per (ino, block): how many of accesses_ name it.
-  struct BlockHash {
-    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
-      const uint64_t h = k.first * 0x9E3779B97F4A7C15ull ^ (k.second + 0x632BE59BD9B4E019ull);
-      return static_cast<size_t>((h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull);
-    }
-  };
+  // Expanded accesses per (ino, block): how many of accesses_ name it (BlockHash above).
   // Built by the first HoldsBlock (hence mutable: a stream is used under its manager's lock only).
   mutable bool indexed_ = false;
   mutable std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, BlockHash> expanded_blocks_;
@@ -211,6 +234,7 @@ class HintStream {
   mutable std::unordered_map<uint64_t, PendingIndex> pending_by_ino_;
   HintSegment last_appended_;  // length 0: none (or gone)
   size_t cursor_ = 0;
+  uint64_t popped_ = 0;
   uint64_t outstanding_bytes_ = 0;
   std::array<uint64_t, kHintSourceCount> outstanding_by_source_{};
   uint64_t expanded_segment_ends_ = 0;

@@ -304,6 +304,19 @@ void TipManager::ReleaseHold(const HintedAccess& a, Release how) {
 }
 
 void TipManager::Eject(const Ejection& e) {
+  if (e.kept) {
+    auto it = e.stream->kept.find(e.key);
+    if (it == e.stream->kept.end()) return;
+    const uint64_t block_id = it->second.block_id;
+    e.stream->kept_by_reuse.erase({it->second.reuse_at, e.key});
+    e.stream->kept.erase(it);
+    ++counters_.hinted_ejected;
+    Block* b = cache_->table_.Find(e.key.first, e.key.second);
+    if (b != nullptr && b->id == block_id && b->hint_refs > 0 && --b->hint_refs == 0) {
+      cache_->EvictBlock(b);
+    }
+    return;
+  }
   HintedAccess& a = e.stream->at(e.index);
   Block* b = cache_->table_.Find(a.ino, a.block);
   a.state = HintedAccess::State::kPending;
@@ -317,8 +330,15 @@ bool TipManager::FreeOneBuffer(const HintStream* exclude, int64_t now) {
   if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
     cache_->EvictBlock(b);
   } else if (Block* lru = cache_->table_.LruColdest(); lru != nullptr) {
-    cache_->EvictBlock(lru);
-  } else if (Ejection e = CheapestEjection(exclude, now); e.stream != nullptr) {
+    // A block kept for a reuse far ahead may be worth less than the LRU's coldest (TIP compares
+    // the two); a hinted block inside a window stays behind the LRU, as before.
+    if (Ejection kept = CheapestKept(now); kept.stream != nullptr && kept.cost < LruCostRate(now)) {
+      Eject(kept);
+    } else {
+      cache_->EvictBlock(lru);
+    }
+  } else if (Ejection e = CheapestOf(CheapestEjection(exclude, now), CheapestKept(now));
+             e.stream != nullptr) {
     Eject(e);
   } else {
     return false;  // the rest is in flight
@@ -358,7 +378,9 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
       cache_->EvictBlock(cache_->table_.LruColdest());
       continue;
     }
-    const Ejection e = CheapestEjection(requester, now);
+    // A stream may give up its own kept blocks (read again beyond its window) for a nearer
+    // prefetch, not the blocks inside its window, which it prefetched in order.
+    const Ejection e = CheapestOf(CheapestEjection(requester, now), CheapestKept(now));
     if (!(benefit > std::min(lru_cost, e.cost))) return false;
     if (e.stream != nullptr && e.cost < lru_cost) {
       Eject(e);
@@ -428,6 +450,7 @@ size_t TipManager::NextCandidate(HintStream* s) {
     }
     if (Block* b = cache_->table_.Find(a.ino, a.block); b != nullptr) {
       Hold(&a, b);  // cached or on its way already: no buffer and no I/O to decide about
+      HandOverKept(s, a, b);
       continue;
     }
     if (!cache_->DiskHasRoom(disk)) continue;
@@ -570,6 +593,7 @@ void TipManager::FillStats(CacheStats* stats) const {
   stats->hinted_cancelled = counters_.hinted_cancelled;
   stats->hinted_skipped = counters_.hinted_skipped;
   stats->hinted_ejected = counters_.hinted_ejected;
+  stats->hinted_kept_for_reuse = counters_.hinted_kept_for_reuse;
   stats->shared_consumed = counters_.shared_consumed;
   stats->spec_redundant_bytes = counters_.spec_redundant_bytes;
   stats->streams_retired = counters_.streams_retired;

@@ -116,10 +116,14 @@ class TipManager {
   // How hinted accesses left a stream: read by the hinter, passed over by its reads, cancelled
   // (cancel call, new epoch, retirement), or dropped because their file was removed.
   enum class Release { kConsumed, kDropped, kCancelled, kRemoved };
+  // A hinted block to give up: access `index` of `stream` inside its lookahead window, or
+  // (kept) the block `key` that stream keeps for a reuse beyond it (HintStream::kept).
   struct Ejection {
     HintStream* stream = nullptr;
     size_t index = 0;
     double cost = 0;
+    bool kept = false;
+    HintStream::BlockKeyPair key;
   };
 
   // The thread and the rounds (tip_manager.cc).
@@ -146,6 +150,25 @@ class TipManager {
   Ejection CheapestEjection(const HintStream* exclude, int64_t now) const
       REQUIRES(mu_, cache_->mu_);
   void Eject(const Ejection& e) REQUIRES(mu_, cache_->mu_);
+  // Informed caching beyond the lookahead window (tip_reuse.cc). After `s` consumed `a`: keeps
+  // its block, now held by no hint, when the stream discloses that it reads the block again.
+  void KeepForReuse(HintStream* s, const HintedAccess& a) REQUIRES(mu_, cache_->mu_);
+  // The stream's window has reached the kept block `b` and holds it (or the block kept is gone):
+  // the keeping ends, the window's hold takes its place.
+  void HandOverKept(HintStream* s, const HintedAccess& a, const Block* b)
+      REQUIRES(mu_, cache_->mu_);
+  // Ends the keeping of `key` by `s` (its reuse was read or dropped); the block goes to the
+  // evict-first queue when nothing else holds it.
+  void ReleaseKept(HintStream* s, const HintStream::BlockKeyPair& key) REQUIRES(mu_, cache_->mu_);
+  // After accesses of `s` were consumed or dropped: releases what they kept or what is no longer
+  // disclosed (`all`: check every kept block, after segments were dropped unexpanded).
+  void ReviewKept(HintStream* s, const StreamRelease& release, bool all) REQUIRES(mu_, cache_->mu_);
+  // The cheapest kept block of any stream to give up, valued as TIP values a hinted block at its
+  // distance y: EjectCost(y) x accuracy x the stream's access rate. Drops stale entries.
+  Ejection CheapestKept(int64_t now) REQUIRES(mu_, cache_->mu_);
+  static Ejection CheapestOf(const Ejection& a, const Ejection& b) {
+    return b.cost < a.cost ? b : a;
+  }
   // Frees one buffer: the coldest evict-first block, else the LRU's coldest, else the cheapest
   // hinted block of a stream other than `exclude`. False when every buffer is in flight.
   bool FreeOneBuffer(const HintStream* exclude, int64_t now) REQUIRES(mu_, cache_->mu_);

@@ -95,6 +95,8 @@ void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dro
     record(a.source, true, 1);
     ++counters_.blocks_consumed[static_cast<size_t>(a.source)];
   }
+  bool unexpanded_dropped = false;
+  for (uint64_t n : release->unexpanded_dropped) unexpanded_dropped = unexpanded_dropped || n > 0;
   for (const HintedAccess& a : release->dropped) {
     ReleaseHold(a, dropped_as);
     if (dropped_as != Release::kRemoved) {
@@ -113,6 +115,10 @@ void TipManager::ApplyRelease(HintStream* s, StreamRelease* release, Release dro
     }
     counters_.hinted_cancelled += n;
   }
+  // Informed caching beyond the window (tip_reuse.cc): what the accesses that left had kept ends;
+  // a block just read and disclosed again further on is kept for that reuse.
+  ReviewKept(s, *release, unexpanded_dropped);
+  for (const HintedAccess& a : release->consumed) KeepForReuse(s, a);
 }
 
 Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource source, uint32_t epoch,
