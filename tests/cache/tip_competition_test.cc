@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache/file_cache.h"
+#include "cache/tip_model.h"
 #include "stripe/emulation/emulated_disk.h"
 #include "tests/cache/cache_rig.h"
 
@@ -73,7 +74,10 @@ struct Program {
 
 struct Outcome {
   double h_seconds = 0, h_stall = 0, l_seconds = 0, l_stall = 0, l_hit_ratio = 0;
-  double h_mean_buffers = 0;  // held for hints or in flight for them, per H read, second half
+  // Buffers held for hints or in flight for them, per H read, over H's second half while L still
+  // runs (both warm, both competing); and each program's reads per second over the same reads.
+  double h_mean_buffers = 0;
+  double h_rate = 0, l_rate = 0;
   double total() const { return h_seconds + l_seconds; }
 };
 
@@ -149,6 +153,11 @@ class Simulation {
     o.l_stall = Seconds(l_.stall);
     o.l_hit_ratio = static_cast<double>(l_.hits) / static_cast<double>(l_.order.size());
     o.h_mean_buffers = h_samples_ == 0 ? 0 : static_cast<double>(h_buffers_) / h_samples_;
+    if (h_samples_ > 1 && last_.ns > first_.ns) {
+      const double span = Seconds(last_.ns - first_.ns);
+      o.h_rate = static_cast<double>(last_.h_reads - first_.h_reads) / span;
+      o.l_rate = static_cast<double>(last_.l_reads - first_.l_reads) / span;
+    }
     return o;
   }
 
@@ -170,12 +179,11 @@ class Simulation {
   }
 
   void Issue(Program* p) {
-    if (p == &h_) {
-      const CacheStats stats = rig_.cache->Stats();
-      if (2 * h_.next >= h_.order.size()) {  // the second half: past both programs' start
-        h_buffers_ += stats.hinted_buffers;
-        ++h_samples_;
-      }
+    // The second half of H's reads, past both programs' start, while L still reads.
+    if (p == &h_ && 2 * h_.next >= h_.order.size() && l_.next < l_.order.size()) {
+      h_buffers_ += rig_.cache->Stats().hinted_buffers;
+      last_ = Mark{rig_.clock.NowNanos(), h_.next, l_.next};
+      if (h_samples_++ == 0) first_ = last_;
     }
     const int64_t issued = rig_.clock.NowNanos();
     const uint64_t block = p->order[p->next];
@@ -202,7 +210,35 @@ class Simulation {
   Program l_;
   uint64_t h_buffers_ = 0;
   uint64_t h_samples_ = 0;
+  struct Mark {
+    int64_t ns = 0;
+    size_t h_reads = 0, l_reads = 0;
+  };
+  Mark first_, last_;  // the first and last sample
 };
+
+// The buffer count x at which H's marginal benefit equals L's marginal cost, from the paper's
+// formulas at the rates both programs ran at (Outcome::h_rate, l_rate), in the manager's currency
+// of nanoseconds saved per second. H's x-th buffer saves PrefetchBenefit(T_disk, T_app, x) per
+// access (T_disk / (x (x - 1)) up to the horizon P = T_disk / T_app), x h_rate per second. L
+// re-reads W blocks in random order: with n < W buffers it hits n / W of its reads, so each buffer
+// it gives up costs it l_rate / W misses per second of T_disk each (T_driver is 0 on this clock),
+// and nothing while it still has all W (n = C - x >= W). The benefit falls with x and the cost
+// rises, so x is the last count whose benefit is at least its cost.
+double BalancedBuffers(const Scenario& sc, const Outcome& o) {
+  const double t_disk = static_cast<double>(kAccess);
+  const double t_app = static_cast<double>(sc.h_compute);
+  uint64_t x = 1;
+  while (x < kCacheBlocks) {
+    const uint64_t next = x + 1;
+    const double benefit = PrefetchBenefit(t_disk, t_app, next) * o.h_rate;
+    const bool l_short = kCacheBlocks - next < sc.working_set;
+    const double cost = l_short ? o.l_rate / static_cast<double>(sc.working_set) * t_disk : 0;
+    if (benefit < cost || benefit == 0) break;
+    x = next;
+  }
+  return static_cast<double>(x);
+}
 
 void Print(const Scenario& sc, Policy policy, const Outcome& o) {
   std::printf(
@@ -215,6 +251,7 @@ void Print(const Scenario& sc, Policy policy, const Outcome& o) {
 
 struct Cell {
   Outcome manager, always, ignored;
+  double balanced = 0;  // BalancedBuffers at the manager's rates
 };
 
 Cell RunCell(uint64_t working_set, int64_t l_compute) {
@@ -228,6 +265,13 @@ Cell RunCell(uint64_t working_set, int64_t l_compute) {
     Print(sc, p, o);
     (p == Policy::kManager ? c.manager : p == Policy::kAlwaysPrefetch ? c.always : c.ignored) = o;
   }
+  c.balanced = BalancedBuffers(sc, c.manager);
+  std::printf(
+      "W=%3llu L_cpu=%4.2fms manager: H %.0f reads/s, L %.0f reads/s; H holds %.1f buffers, "
+      "marginal benefit = marginal cost at %.1f (%.2f)\n",
+      static_cast<unsigned long long>(working_set), static_cast<double>(l_compute) / kMs,
+      c.manager.h_rate, c.manager.l_rate, c.manager.h_mean_buffers, c.balanced,
+      c.manager.h_mean_buffers / c.balanced);
   return c;
 }
 
@@ -262,6 +306,10 @@ TEST(TipCompetitionTest, WhereTheCacheIsContestedTheManagerGivesTheLowestTotal) 
     EXPECT_LT(c.manager.h_seconds, 0.35 * c.ignored.h_seconds);
     // H holds fewer buffers than always-prefetching gives it: what is left of the cache.
     EXPECT_LT(c.manager.h_mean_buffers, c.always.h_mean_buffers);
+    // And about as many as the formulas say it should: within 20 % of the count at which its
+    // marginal benefit equals L's marginal cost (at W = 232 that is C - W = 24, where L starts to
+    // lose its set; at W = 248 the crossing below it, 14). Always-prefetching holds 68-70.
+    EXPECT_NEAR(c.manager.h_mean_buffers, c.balanced, 0.2 * c.balanced);
   }
 }
 
@@ -275,6 +323,13 @@ TEST(TipCompetitionTest, ASlowReReaderStillKeepsItsWorkingSet) {
     EXPECT_LE(c.manager.total(), 1.02 * std::min(c.always.total(), c.ignored.total()));
     EXPECT_GE(c.manager.l_hit_ratio, c.always.l_hit_ratio);
     EXPECT_LT(c.manager.h_seconds, 0.35 * c.ignored.h_seconds);
+    // H's buffers follow the marginal values (within 20 % of BalancedBuffers: P = 40 at W = 192,
+    // where L's set and H's horizon fit; 28 at W = 248), not the consumption rates: a split in
+    // proportion to the reads per second would give H two thirds of the cache (167-195 buffers).
+    EXPECT_NEAR(c.manager.h_mean_buffers, c.balanced, 0.2 * c.balanced);
+    const double proportional = static_cast<double>(kCacheBlocks) * c.manager.h_rate /
+                                (c.manager.h_rate + c.manager.l_rate);
+    EXPECT_LT(c.manager.h_mean_buffers, 0.5 * proportional);
   }
 }
 
