@@ -41,9 +41,9 @@ class ReplyFaultTest : public MountedTest {
     MountedTest::TearDown();
     unlink(faults_.c_str());
   }
-  // The next `count` replies of `kind` (open, buf) fail.
+  // The next `count` replies of `kind` (open, buf) to this process's requests fail.
   void Arm(const std::string& kind, int count) {
-    std::ofstream(faults_) << kind << " " << count << "\n";
+    std::ofstream(faults_) << kind << " " << count << " " << getpid() << "\n";
   }
   uint64_t InodesInUse() const {
     struct statvfs st;
