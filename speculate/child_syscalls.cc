@@ -41,6 +41,12 @@ Desc* NewDescFor(int fd, bool inherited) {
     d = Desc{};
     char* path = g_state.config.watch->log_mode() ? g_state.paths[i] : nullptr;
     if (!g_state.config.watch->Classify(fd, &d.facts, path)) return nullptr;
+    // The child cannot open a mount for the program: a file on one the program has not used yet
+    // is read as unwatched.
+    if (d.facts.watched &&
+        !g_state.config.sink->MountReady(g_state.config.watch->MountIndex(d.facts.dev))) {
+      d.facts.watched = false;
+    }
     d.used = true;
     d.inherited = inherited;
     d.private_fd = -1;

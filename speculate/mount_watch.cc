@@ -100,11 +100,11 @@ Status MountWatch::Init(const SpecOptions& options) {
   return Status::OK();
 }
 
-bool MountWatch::DevWatched(uint64_t dev) const {
+int MountWatch::MountIndex(uint64_t dev) const {
   for (int i = 0; i < mount_count_; ++i) {
-    if (devs_[i] == dev) return true;
+    if (devs_[i] == dev) return i;
   }
-  return false;
+  return -1;
 }
 
 bool MountWatch::PathUnderPrefix(const char* path) const {
@@ -131,7 +131,7 @@ bool MountWatch::Classify(int fd, FdFacts* facts, char* path) const {
   } else {
     facts->kind = FdFacts::kOther;
   }
-  if (facts->kind != FdFacts::kRegular || !DevWatched(st.st_dev)) return true;
+  if (facts->kind != FdFacts::kRegular || MountIndex(st.st_dev) < 0) return true;
   if (!log_mode_ && path == nullptr) {
     facts->watched = true;
     return true;
@@ -149,29 +149,50 @@ bool MountWatch::Classify(int fd, FdFacts* facts, char* path) const {
 
 Status HintSink::Init(const SpecOptions& options, const MountWatch& watch) {
   log_mode_ = watch.log_mode();
-  if (log_mode_) {
-    int fd = open(options.hint_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("open TIPSPEC_HINT_LOG " + options.hint_log);
-    Result<int> high = MoveHigh(fd);
-    if (!high.ok()) return high.status();
-    log_fd_ = *high;
-    return Status::OK();
-  }
-  for (int i = 0; i < watch.mount_count(); ++i) {
-    int fd = open(watch.mount_path(i), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(std::string("open mount ") + watch.mount_path(i));
-    Result<int> high = MoveHigh(fd);
-    if (!high.ok()) return high.status();
-    mount_fds_[mount_fd_count_++] = *high;
-  }
+  watch_ = &watch;
+  mount_count_ = watch.mount_count();
+  for (auto& fd : mount_fds_) fd.store(kNotOpened, std::memory_order_relaxed);
+  if (!log_mode_) return Status::OK();
+  int fd = open(options.hint_log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("open TIPSPEC_HINT_LOG " + options.hint_log);
+  Result<int> high = MoveHigh(fd);
+  if (!high.ok()) return high.status();
+  log_fd_ = *high;
   return Status::OK();
+}
+
+bool HintSink::UseMount(int mount) const {
+  if (log_mode_) return true;
+  if (mount < 0 || mount >= mount_count_) return false;
+  int current = MountFd(mount);
+  if (current != kNotOpened) return current >= 0;
+  // Raw calls: this runs inside the program's interposed read, where errno must not change.
+  long fd = RawSyscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(watch_->mount_path(mount)),
+                       O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int opened = kUnusable;
+  if (fd >= 0) {
+    long high = RawSyscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, kPrivateFdBase);
+    RawSyscall(SYS_close, fd);
+    if (high >= 0) opened = static_cast<int>(high);
+  }
+  int expected = kNotOpened;
+  if (!mount_fds_[mount].compare_exchange_strong(expected, opened, std::memory_order_acq_rel)) {
+    if (opened >= 0) RawSyscall(SYS_close, opened);  // another thread opened it first
+    return expected >= 0;
+  }
+  return opened >= 0;
+}
+
+bool HintSink::MountReady(int mount) const {
+  if (log_mode_) return true;
+  return mount >= 0 && mount < mount_count_ && MountFd(mount) >= 0;
 }
 
 bool HintSink::OwnsFd(int fd) const {
   if (fd < 0) return false;
   if (fd == log_fd_) return true;
-  for (int i = 0; i < mount_fd_count_; ++i) {
-    if (mount_fds_[i] == fd) return true;
+  for (int i = 0; i < mount_count_; ++i) {
+    if (MountFd(i) == fd) return true;
   }
   return false;
 }
@@ -192,9 +213,10 @@ long HintSink::Attach(uint64_t stream, uint32_t epoch, bool wait_for_data, bool 
   attach.header.stream = stream;
   attach.header.epoch = epoch;
   attach.wait_for_data = wait_for_data ? 1 : 0;
-  for (int i = 0; i < mount_fd_count_; ++i) {
-    long rc = RawSyscall(SYS_ioctl, mount_fds_[i], TIPFS_IOC_SPEC_ATTACH,
-                         reinterpret_cast<long>(&attach));
+  for (int i = 0; i < mount_count_; ++i) {
+    if (MountFd(i) < 0) continue;
+    long rc =
+        RawSyscall(SYS_ioctl, MountFd(i), TIPFS_IOC_SPEC_ATTACH, reinterpret_cast<long>(&attach));
     if (rc != 0) return rc;
   }
   return 0;
@@ -223,21 +245,22 @@ void HintSink::Cancel(uint64_t stream, uint32_t epoch, bool tainted_only) const 
   cancel.header.stream = stream;
   cancel.header.epoch = epoch;
   cancel.flags = TIPFS_CANCEL_EPOCH | (tainted_only ? TIPFS_CANCEL_TAINTED : 0);
-  for (int i = 0; i < mount_fd_count_; ++i) {
-    RawSyscall(SYS_ioctl, mount_fds_[i], TIPFS_IOC_CANCEL, reinterpret_cast<long>(&cancel));
+  for (int i = 0; i < mount_count_; ++i) {
+    if (MountFd(i) < 0) continue;
+    RawSyscall(SYS_ioctl, MountFd(i), TIPFS_IOC_CANCEL, reinterpret_cast<long>(&cancel));
   }
 }
 
 bool HintSink::QueryConsumed(uint64_t stream, uint64_t consumed[5]) const {
   bool answered = false;
   for (int i = 0; i < 5; ++i) consumed[i] = 0;
-  for (int m = 0; m < mount_fd_count_; ++m) {
+  for (int m = 0; m < mount_count_; ++m) {
+    if (MountFd(m) < 0) continue;
     struct tipfs_query query;
     memset(&query, 0, sizeof(query));
     query.header.version = TIPFS_HINT_VERSION;
     query.header.stream = stream;
-    if (RawSyscall(SYS_ioctl, mount_fds_[m], TIPFS_IOC_QUERY, reinterpret_cast<long>(&query)) !=
-        0) {
+    if (RawSyscall(SYS_ioctl, MountFd(m), TIPFS_IOC_QUERY, reinterpret_cast<long>(&query)) != 0) {
       continue;
     }
     answered = true;
@@ -247,8 +270,9 @@ bool HintSink::QueryConsumed(uint64_t stream, uint64_t consumed[5]) const {
 }
 
 long HintSink::SendPathHints(int mount, const tipfs_hint_paths* request) const {
-  if (log_mode_ || mount < 0 || mount >= mount_fd_count_) return -ENODEV;
-  return RawSyscall(SYS_ioctl, mount_fds_[mount], TIPFS_IOC_HINT_PATHS,
+  if (log_mode_) return -ENODEV;
+  if (!UseMount(mount)) return -ENODEV;
+  return RawSyscall(SYS_ioctl, MountFd(mount), TIPFS_IOC_HINT_PATHS,
                     reinterpret_cast<long>(request));
 }
 
@@ -258,8 +282,9 @@ void HintSink::CancelStream(uint64_t stream) const {
   cancel.header.version = TIPFS_HINT_VERSION;
   cancel.header.source = TIPFS_SOURCE_HISTORY;
   cancel.header.stream = stream;
-  for (int i = 0; i < mount_fd_count_; ++i) {
-    RawSyscall(SYS_ioctl, mount_fds_[i], TIPFS_IOC_CANCEL, reinterpret_cast<long>(&cancel));
+  for (int i = 0; i < mount_count_; ++i) {
+    if (MountFd(i) < 0) continue;
+    RawSyscall(SYS_ioctl, MountFd(i), TIPFS_IOC_CANCEL, reinterpret_cast<long>(&cancel));
   }
 }
 

@@ -2,13 +2,15 @@
 // hinted); HintSink is where hints and cancellations go: ioctls to the tipfs mount, or, for
 // tests on a plain directory, lines appended to a log file.
 //
-// Both are set up once in the program before any child is forked and are read-only afterwards,
+// Both are set up once in the program before any child is forked and are read-only afterwards
+// (but for each mount's directory fd, set once by the first program thread that uses the mount),
 // so every method may be called from any thread, and from the child's SIGSYS handler: they use
 // RawSyscall only, no allocation, no errno, no locks.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -44,6 +46,8 @@ class MountWatch {
   // (NUL-terminated, empty when unknown); it must hold kPathMax bytes.
   static constexpr int kPathMax = 4096;
   bool Classify(int fd, FdFacts* facts, char* path) const;
+  // The index of the watched mount with device `dev`, or -1.
+  int MountIndex(uint64_t dev) const;
 
   bool enabled() const { return mount_count_ > 0; }
   bool log_mode() const { return log_mode_; }
@@ -52,7 +56,6 @@ class MountWatch {
   uint64_t mount_dev(int i) const { return devs_[i]; }
 
  private:
-  bool DevWatched(uint64_t dev) const;
   bool PathUnderPrefix(const char* path) const;
 
   int mount_count_ = 0;
@@ -65,9 +68,19 @@ class MountWatch {
 
 class HintSink {
  public:
-  // Opens the log file (log mode) or a directory fd on each watched mount (mount mode). The fds
-  // are close-on-exec and moved above the program's usual range.
+  // Opens the log file (log mode). A mount's directory fd is opened only when the program first
+  // uses the mount (UseMount), so that a watched mount the program never touches is never
+  // opened: one that cannot be (another user's, EACCES; a dead daemon's, ENOTCONN) costs
+  // speculation on that mount only, and a stopped daemon's mount cannot hang the program's start.
+  // The fds are close-on-exec and moved above the program's usual range.
   Status Init(const SpecOptions& options, const MountWatch& watch);
+
+  // Program: opens mount `mount`'s directory fd if it is not open yet. False if it cannot be
+  // opened (then never tried again: its files are read as unwatched). True in log mode.
+  bool UseMount(int mount) const;
+  // Child (no syscall): whether mount `mount` was opened before the fork. A child only speculates
+  // on mounts the program has opened; a file on another one is read as unwatched.
+  bool MountReady(int mount) const;
 
   // Child: declare itself speculating for `stream` (the program's tgid) in `epoch`; `tainted`:
   // its hints from now on are tainted (it read data it did not get). Returns 0 or a negative
@@ -98,11 +111,18 @@ class HintSink {
 
  private:
   void WriteLine(const char* text, size_t length) const;
+  // The open directory fd of mount `i`, or a negative value.
+  int MountFd(int i) const { return mount_fds_[i].load(std::memory_order_acquire); }
+
+  static constexpr int kNotOpened = -1;
+  static constexpr int kUnusable = -2;
 
   bool log_mode_ = false;
   int log_fd_ = -1;
-  int mount_fds_[MountWatch::kMaxMounts] = {-1, -1, -1, -1, -1, -1, -1, -1};
-  int mount_fd_count_ = 0;
+  const MountWatch* watch_ = nullptr;
+  int mount_count_ = 0;
+  // Set once each, by whichever program thread first uses the mount (compare-and-swap).
+  mutable std::atomic<int> mount_fds_[MountWatch::kMaxMounts];
 };
 
 // Async-signal-safe text building for log lines and messages.

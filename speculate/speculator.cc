@@ -168,6 +168,8 @@ bool Speculator::OwnedByCallingThread() {
 bool Speculator::Classify(int fd) {
   FdFacts facts;
   if (!watch_.Classify(fd, &facts, nullptr)) return false;  // not open: decide at the next read
+  // A file on a mount whose root cannot be opened is read as it is, without speculation.
+  if (facts.watched && !sink_.UseMount(watch_.MountIndex(facts.dev))) facts.watched = false;
   fds_[fd].dev = facts.dev;
   fds_[fd].ino = facts.ino;
   fds_[fd].state.store(facts.watched ? kWatched : kUnwatched, std::memory_order_release);
