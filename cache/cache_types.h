@@ -218,8 +218,12 @@ struct CacheStats {
   uint64_t spec_eagain = 0;
   uint64_t spec_redundant_bytes = 0;  // speculative reads of data cached, coming or just hinted
   // Writes and evictions.
-  uint64_t write_blocks_updated = 0;
-  uint64_t write_blocks_dropped = 0;
+  uint64_t write_blocks_updated = 0;  // cached blocks a write patched (in place or in a copy)
+  uint64_t write_blocks_dropped = 0;  // cached blocks dropped: writes to the file overlapped
+  // Of the blocks patched: those patched in place (no reader held the buffer), and the bytes
+  // copied into new buffers for the others (the block, copied because a reader held it).
+  uint64_t write_blocks_patched_in_place = 0;
+  uint64_t write_copied_bytes = 0;
   uint64_t evictions = 0;
   uint64_t fetch_errors = 0;
   // Buffers (gauges): the LRU part, hinted (held by hints or in flight for them), evict-first,

@@ -65,6 +65,7 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     // just let go of the old one is done with it: that count is read without ordering).
     std::shared_ptr<char[]> patched = NewBlockBuffer(block_size_);
     std::memcpy(patched.get(), b->data.get(), block_size_);
+    counters_.write_copied_bytes += block_size_;
     std::memcpy(patched.get() + (lo - block_start), data + (lo - offset), hi - lo);
     b->data = std::move(patched);
     // Granules the write covers wholly now mirror the disks; one it covers in part only if it

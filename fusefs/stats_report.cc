@@ -132,6 +132,17 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
        "Blocks evicted"},
       {"cache.fetch_errors", "tipfs_cache_fetch_errors_total", double(s.fetch_errors), "counter",
        "Disk reads that failed"},
+      {"cache.writes.patched", "tipfs_cache_write_patched_blocks_total",
+       double(s.write_blocks_updated), "counter", "Cached blocks patched by writes"},
+      {"cache.writes.patched_in_place", "tipfs_cache_write_patched_in_place_blocks_total",
+       double(s.write_blocks_patched_in_place), "counter",
+       "Cached blocks patched in place by writes (no reader held the buffer)"},
+      {"cache.writes.copied.bytes", "tipfs_cache_write_copied_bytes_total",
+       double(s.write_copied_bytes), "counter",
+       "Bytes writes copied into new buffers to patch cached blocks readers held"},
+      {"cache.writes.dropped", "tipfs_cache_write_dropped_blocks_total",
+       double(s.write_blocks_dropped), "counter",
+       "Cached blocks dropped by writes that overlapped other writes to the file"},
   };
 }
 
@@ -318,6 +329,11 @@ std::string StatsReport::Text() const {
           s.demand_misses, static_cast<double>(s.stall_nanos) / 1e9);
   Appendf(&out, "read-ahead: %" PRIu64 " issued, %" PRIu64 " hits, %" PRIu64 " evicted unused\n",
           s.readahead_issued, s.readahead_hits, s.readahead_evicted_unused);
+  Appendf(&out,
+          "writes into cached blocks: %" PRIu64 " patched (%" PRIu64
+          " in place, %s copied for readers), %" PRIu64 " dropped\n",
+          s.write_blocks_updated, s.write_blocks_patched_in_place,
+          FormatSize(s.write_copied_bytes).c_str(), s.write_blocks_dropped);
   Appendf(&out,
           "hints: %" PRIu64 " calls (%" PRIu64 " refused); %" PRIu64 " prefetched, %" PRIu64
           " used, %" PRIu64 " evicted unused, %" PRIu64 " cancelled, %" PRIu64
