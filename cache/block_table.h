@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/block_buffer.h"
+
 namespace tipfs::cache {
 
 struct BlockKey {
@@ -46,11 +48,11 @@ struct Block {
   BlockKey key;
   uint64_t id = 0;    // unique for the table's life: tells a re-created block from an old one
   uint32_t disk = 0;  // the disk holding the block (TIP's per-disk T_disk, prefetch bounds)
-  // The block's buffer once its first fetch completed; readers copy the pointer, never the lock.
-  // Only its valid granules are ever read, and a granule's bytes never change once valid (a
-  // write makes a new buffer), so a fetch may fill invalid granules of it while readers read
-  // valid ones.
-  std::shared_ptr<char[]> data;
+  // The block's buffer once its first fetch completed; readers pin it under the lock and read it
+  // without. Only its valid granules are ever read, and a valid granule's bytes change only by a
+  // write patching an unpinned buffer (a pinned one is patched in a copy that replaces it), so a
+  // fetch may fill invalid granules of it while readers read valid ones.
+  std::shared_ptr<BlockBuffer> data;
   // Which granules (FileCache::granule_bytes() each, bit i = granule i) mirror the disks. A
   // demand miss fetches only the granules its read needs (rounded to CacheOptions::min_read),
   // a prefetch the whole block, a block at the end of a file only as far as the file went; a

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/block_buffer.h"
 #include "cache/hint_stream.h"
 
 namespace tipfs::cache {
@@ -103,10 +104,11 @@ struct ReadContext {
   HintSource spec_source = HintSource::kSpeculative;
 };
 
-// A read's bytes as references into the cache's buffers, which never change once filled (a write
-// makes new ones): FUSE replies straight from them. `keep` holds a buffer while the slice is used.
+// A read's bytes as references into the cache's buffers: FUSE replies straight from them. `keep`
+// pins the buffer until the slice is destroyed, so no write changes these bytes meanwhile (a
+// write into a pinned buffer patches a copy; cache/block_buffer.h). Move-only.
 struct ReadSlice {
-  std::shared_ptr<const char[]> keep;
+  BufferPin keep;
   const char* data = nullptr;
   size_t length = 0;
 };

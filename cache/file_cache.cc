@@ -42,24 +42,21 @@ uint32_t TailWindowFor(uint64_t capacity_blocks) {
 
 }  // namespace
 
-Status CopyParts(const std::vector<ReadPart>& parts, uint64_t first_block, uint32_t block_size,
+Status CopyParts(std::vector<ReadPart>* parts, uint64_t first_block, uint32_t block_size,
                  uint64_t offset, uint64_t length, char* out, ReadData* shared) {
   const uint64_t end = offset + length;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const ReadPart& part = parts[i];
-    const std::shared_ptr<char[]>* buffer = &part.data;
-    if (*buffer == nullptr) {
-      if (!part.fetch->status.ok()) return part.fetch->status;
-      buffer = &part.fetch->buffer;
-    }
+  for (size_t i = 0; i < parts->size(); ++i) {
+    ReadPart& part = (*parts)[i];
+    if (part.fetch != nullptr && !part.fetch->status.ok()) return part.fetch->status;
     const uint64_t block_start = (first_block + i) * block_size;
     const uint64_t lo = std::max(offset, block_start);
     const uint64_t hi = std::min(end, block_start + block_size);
-    const char* src = buffer->get() + (lo - block_start);
+    const char* src = part.buffer.bytes() + (lo - block_start);
     if (out != nullptr) {
       std::memcpy(out + (lo - offset), src, hi - lo);
     } else {
-      shared->slices.push_back(ReadSlice{*buffer, src, static_cast<size_t>(hi - lo)});
+      shared->slices.push_back(
+          ReadSlice{std::move(part.buffer), src, static_cast<size_t>(hi - lo)});
     }
   }
   if (shared != nullptr) shared->bytes = length;
@@ -274,7 +271,7 @@ std::optional<Result<size_t>> FileCache::StartRead(
       const uint32_t hi =
           static_cast<uint32_t>(std::min<uint64_t>(offset + n - block_start, block_size_));
       if (b != nullptr && Holds(*b, lo, hi)) {
-        scratch.push_back(ReadPart{b->data, nullptr});
+        scratch.push_back(ReadPart{Pin(b->data), nullptr});
         if (!spec) OnDemandHit(b, &lru);
         continue;
       }
@@ -302,7 +299,8 @@ std::optional<Result<size_t>> FileCache::StartRead(
       pending->reader = reader;
       pending->done = std::move(done);
       pending->shared_done = std::move(shared_done);
-      pending->parts.assign(scratch.begin(), scratch.end());
+      pending->parts.assign(std::make_move_iterator(scratch.begin()),
+                            std::make_move_iterator(scratch.end()));
       pending->remaining.store(waits, std::memory_order_relaxed);
       for (const ReadPart& part : pending->parts) {
         if (part.fetch != nullptr) part.fetch->waiters.push_back(pending);
@@ -331,7 +329,7 @@ std::optional<Result<size_t>> FileCache::StartRead(
   {
     PerfSection copy(Subsystem::kDataCopy);
     const int64_t cpu_copy = timed ? clock_->ThreadCpuNanos() : 0;
-    st = CopyParts(scratch, first, block_size_, offset, n, out, shared);
+    st = CopyParts(&scratch, first, block_size_, offset, n, out, shared);
     if (timed) hit_cpu += clock_->ThreadCpuNanos() - cpu_copy;
   }
   scratch.clear();
@@ -367,10 +365,10 @@ Result<size_t> FileCache::FinishPending(PendingRead* read, ReadData* shared) {
   Status st;
   {
     PerfSection copy(Subsystem::kDataCopy);
-    st = CopyParts(read->parts, read->first_block, read->block_size, read->offset, read->length,
+    st = CopyParts(&read->parts, read->first_block, read->block_size, read->offset, read->length,
                    read->out, shared);
   }
-  read->parts.clear();
+  read->parts.clear();  // releases the pins of a copy (a shared read's slices took theirs)
   if (read->demand) {
     const int64_t end = clock_->NowNanos();
     stall_nanos_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, end - read->start_ns)),
@@ -446,7 +444,7 @@ void FileCache::DrainIssues() {
       raw->submit_ns = clock_->NowNanos();
       raw->disk_was_idle = events->RecordSubmit(raw->disk);
       io_->ReadAsync(raw->key.ino, raw->key.index * block_size_ + raw->offset, raw->length,
-                     raw->buffer.get() + raw->offset,
+                     raw->buffer->bytes() + raw->offset,
                      raw->prefetch ? stripe::DiskRequest::Priority::kPrefetch
                                    : stripe::DiskRequest::Priority::kDemand,
                      raw->purpose, [this, raw](Status s) { OnFetchDone(raw, std::move(s)); });

@@ -155,7 +155,12 @@ class FileCache {
   // `buffer` (a new one when null), queued for submission. Attached to no block.
   std::shared_ptr<Fetch> NewFetch(uint64_t ino, uint64_t index, bool prefetch, uint64_t file_size,
                                   int64_t now, uint32_t lo, uint32_t hi,
-                                  std::shared_ptr<char[]> buffer) REQUIRES(mu_);
+                                  std::shared_ptr<BlockBuffer> buffer) REQUIRES(mu_);
+  // A reader's pin on a buffer (cache/block_buffer.h): taken only here, under mu_, which is what
+  // lets a writer holding mu_ trust an unpinned count.
+  BufferPin Pin(const std::shared_ptr<BlockBuffer>& buffer) const REQUIRES(mu_);
+  // A read's part that waits for `fetch`, pinning the buffer it fills.
+  ReadPart JoinFetch(std::shared_ptr<Fetch> fetch) const REQUIRES(mu_);
   // What a demand read of bytes [lo, hi) of block b (null: absent) must wait for: the block
   // itself (valid), its fetch, or a fetch started here. Counts the miss.
   ReadPart DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b, uint32_t lo,

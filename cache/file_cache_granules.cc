@@ -28,6 +28,15 @@ bool OneRun(uint64_t m, uint32_t granule, uint32_t* lo, uint32_t* hi) {
 
 }  // namespace
 
+BufferPin FileCache::Pin(const std::shared_ptr<BlockBuffer>& buffer) const {
+  return BufferPin(buffer);
+}
+
+ReadPart FileCache::JoinFetch(std::shared_ptr<Fetch> fetch) const {
+  BufferPin pin = Pin(fetch->buffer);
+  return ReadPart{std::move(pin), std::move(fetch)};
+}
+
 uint64_t FileCache::GranuleMask(uint64_t lo, uint64_t hi) const {
   if (hi <= lo) return 0;
   const uint64_t first = lo / granule_bytes_;
@@ -51,7 +60,7 @@ void FileCache::ForgetCoveredTail(Block* b) const {
 
 std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool prefetch,
                                            uint64_t file_size, int64_t now, uint32_t lo,
-                                           uint32_t hi, std::shared_ptr<char[]> buffer) {
+                                           uint32_t hi, std::shared_ptr<BlockBuffer> buffer) {
   // Only as far as the file goes, rounded up to a page; at least a page (a block past the end).
   const uint64_t start = index * block_size_;
   const uint64_t file_end = file_size > start ? RoundUp(file_size - start, 4096) : 0;
@@ -74,7 +83,7 @@ std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool pr
   f->buffer = buffer != nullptr ? std::move(buffer) : NewBlockBuffer(block_size_);
   // The rest of the last granule is past the end of the file: zeros, as the disks would read.
   const uint64_t granule_end = std::min<uint64_t>(RoundUp(read_hi, granule_bytes_), block_size_);
-  if (granule_end > read_hi) std::memset(f->buffer.get() + read_hi, 0, granule_end - read_hi);
+  if (granule_end > read_hi) std::memset(f->buffer->bytes() + read_hi, 0, granule_end - read_hi);
   if (f->timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 0);
   f->self = f;
   if (prefetch) {
@@ -122,7 +131,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
     MakeRoomFromUnheld();  // else overshoot: a demand read never waits for a buffer
     b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now,
                         round_lo, round_hi);
-    return ReadPart{nullptr, b->fetch->self};
+    return JoinFetch(b->fetch->self);
   }
   if (demand) {
     if (b->fetch == nullptr) ++lru->accesses;
@@ -135,7 +144,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
     // The fetch in flight brings what is missing: wait for it, never fetch a granule twice.
     if ((needed & ~b->valid_mask & ~b->fetch->mask) == 0) {
       if (demand) ++counters_.inflight_waits;
-      return ReadPart{nullptr, b->fetch->self};
+      return JoinFetch(b->fetch->self);
     }
   } else {
     // A partly valid block: fetch its missing granules (of the rounded range). One run goes into
@@ -146,14 +155,14 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
     const uint64_t missing = GranuleMask(round_lo, round_hi) & ~b->valid_mask;
     uint32_t run_lo = 0;
     uint32_t run_hi = 0;
-    std::shared_ptr<char[]> buffer = b->data;
+    std::shared_ptr<BlockBuffer> buffer = b->data;
     // The tail's bytes are valid too: a fetch of its granule goes to a copy as well.
     const uint64_t tail = b->tail_end != 0 ? uint64_t{1} << (b->tail_end / granule_bytes_) : 0;
     if (!OneRun(missing, granule_bytes_, &run_lo, &run_hi) || (missing & tail) != 0) {
       run_lo = static_cast<uint32_t>(std::countr_zero(missing)) * granule_bytes_;
       run_hi = static_cast<uint32_t>(64 - std::countl_zero(missing)) * granule_bytes_;
       buffer = NewBlockBuffer(block_size_);
-      std::memcpy(buffer.get(), b->data.get(), block_size_);
+      std::memcpy(buffer->bytes(), b->data->bytes(), block_size_);
       ++counters_.demand_span_fetches;
     }
     std::shared_ptr<Fetch> f =
@@ -162,7 +171,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
     f->inode_epoch = table_.GetInode(ino)->epoch;
     b->fetch = f.get();
     table_.Unqueue(b);  // a block being filled is on no queue
-    return ReadPart{nullptr, std::move(f)};
+    return JoinFetch(std::move(f));
   }
   // Another fetch is filling the block and does not bring all this read needs: its granules
   // come in a buffer of its own, kept by no block (rare: concurrent readers of different parts
@@ -170,8 +179,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
   ++counters_.demand_private_fetches;
   const uint32_t g_lo = lo / granule_bytes_ * granule_bytes_;
   const uint32_t g_hi = static_cast<uint32_t>(RoundUp(hi, granule_bytes_));
-  return ReadPart{nullptr,
-                  NewFetch(ino, index, /*prefetch=*/false, file_size, now, g_lo, g_hi, nullptr)};
+  return JoinFetch(NewFetch(ino, index, /*prefetch=*/false, file_size, now, g_lo, g_hi, nullptr));
 }
 
 }  // namespace tipfs::cache

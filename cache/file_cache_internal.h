@@ -42,7 +42,7 @@ struct Fetch {
   bool disk_was_idle = false;  // none of the cache's reads was on its disk at submission (T_disk)
   bool timed = false;          // its driver CPU time is sampled (T_driver)
   uint64_t inode_epoch = 0;
-  std::shared_ptr<char[]> buffer;
+  std::shared_ptr<BlockBuffer> buffer;
   Block* block = nullptr;
   bool done = false;  // status and buffer final once set
   Status status;
@@ -50,10 +50,12 @@ struct Fetch {
   std::shared_ptr<Fetch> self;  // keeps it alive until done
 };
 
-// One block of a read: its bytes, either already in memory or coming from a fetch.
+// One block of a read: its bytes, either already in memory or coming from a fetch (then `buffer`
+// pins the fetch's buffer, taken when the read joined it: the buffer a completed fetch gives its
+// block, which waiting readers copy from after the completion). Move-only.
 struct ReadPart {
-  std::shared_ptr<char[]> data;
-  std::shared_ptr<Fetch> fetch;
+  BufferPin buffer;
+  std::shared_ptr<Fetch> fetch;  // null: the bytes are valid in `buffer` already
 };
 
 // A read that waits for one or more fetches. The last fetch to complete either wakes the waiting
@@ -83,10 +85,8 @@ inline uint32_t GranuleBytesFor(uint32_t block_size) {
   return std::max<uint32_t>(4096, block_size / 64);
 }
 
-// A block's buffer, page-aligned so a backing store that reads with O_DIRECT reads into it.
-inline std::shared_ptr<char[]> NewBlockBuffer(uint32_t block_size) {
-  return std::shared_ptr<char[]>(static_cast<char*>(std::aligned_alloc(4096, block_size)),
-                                 std::free);
+inline std::shared_ptr<BlockBuffer> NewBlockBuffer(uint32_t block_size) {
+  return std::make_shared<BlockBuffer>(block_size);
 }
 
 inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
@@ -96,8 +96,9 @@ inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to
 constexpr uint32_t kCpuSampleEvery = 64;
 
 // Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i),
-// or (out == nullptr) appends references to them to *shared.
-Status CopyParts(const std::vector<ReadPart>& parts, uint64_t first_block, uint32_t block_size,
+// or (out == nullptr) appends references to them to *shared, which take over the parts' pins.
+// The caller clears the parts after: that releases the pins of the copy.
+Status CopyParts(std::vector<ReadPart>* parts, uint64_t first_block, uint32_t block_size,
                  uint64_t offset, uint64_t length, char* out, ReadData* shared = nullptr);
 
 }  // namespace tipfs::cache

@@ -60,14 +60,20 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     const uint64_t block_start = b->key.index * block_size_;
     const uint64_t lo = std::max<uint64_t>(offset, block_start);
     const uint64_t hi = std::min<uint64_t>(offset + length, block_start + block_size_);
-    // Readers copy out of `data` without the lock, so a cached buffer is never changed in place:
-    // the patched block is a new buffer (use_count() == 1 would not prove that a reader that
-    // just let go of the old one is done with it: that count is read without ordering).
-    std::shared_ptr<char[]> patched = NewBlockBuffer(block_size_);
-    std::memcpy(patched.get(), b->data.get(), block_size_);
-    counters_.write_copied_bytes += block_size_;
-    std::memcpy(patched.get() + (lo - block_start), data + (lo - offset), hi - lo);
-    b->data = std::move(patched);
+    // Readers use a buffer without the lock while they pin it (a copy out, a FUSE reply from
+    // it): a pinned buffer is never changed, the patch goes into a copy that replaces it. An
+    // unpinned one is patched in place; cache/block_buffer.h says why that is safe (not
+    // use_count(), which is read without ordering). No fetch fills this block (DetachInFlight),
+    // so nothing else writes into the buffer meanwhile.
+    if (b->data->Unpinned()) {
+      ++counters_.write_blocks_patched_in_place;
+    } else {
+      std::shared_ptr<BlockBuffer> patched = NewBlockBuffer(block_size_);
+      std::memcpy(patched->bytes(), b->data->bytes(), block_size_);
+      counters_.write_copied_bytes += block_size_;
+      b->data = std::move(patched);
+    }
+    std::memcpy(b->data->bytes() + (lo - block_start), data + (lo - offset), hi - lo);
     // Granules the write covers wholly now mirror the disks; one it covers in part only if it
     // did before (the rest of it is still to be read from the disks).
     const uint32_t lo_rel = static_cast<uint32_t>(lo - block_start);
