@@ -21,6 +21,10 @@
 #                  first so the reads reach the daemon
 #   agrep-spec     bench/spec/run_search.sh's agrep workload on hp-c2247, speculating / original
 #                  (kernel mode only; the issue's bound: <= 0.27)
+#   small-writes   fio psync 4 KiB random writes, 1 job, into the first 64 MiB of the file with
+#                  every block of it in the daemon's cache (read first), no disk model: write IOPS
+#                  (direct mode only: in kernel mode the page cache gathers the writes)
+#   small-writes-cpu  the same run, daemon CPU microseconds (user + sys) per write
 #
 # In kernel mode the random-read rows open with O_DIRECT (fio --direct=1) so that every read
 # reaches the daemon, as --data-cache direct makes it; otherwise the kernel's page cache serves
@@ -33,7 +37,7 @@
 # Writes every run to bench/results/fast/runs.csv and the table to bench/results/fast/table.txt.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-ROWS="ssd-rand-1 ssd-rand-32 nvme-rand-1 nvme-rand-32 nvme-seq warm-rand-16 churn cpu-per-gib agrep-spec"
+ROWS="ssd-rand-1 ssd-rand-32 nvme-rand-1 nvme-rand-32 nvme-seq warm-rand-16 churn cpu-per-gib agrep-spec small-writes small-writes-cpu"
 MODES="direct kernel" REPEATS=3 RUNTIME=10 SIZE=1G FILES=10000 BEFORE=""
 while (($#)); do
   case $1 in
@@ -94,12 +98,15 @@ sync
 warm_backing() { cat "${DISKS[@]/%//objects}"/*/* "$NATIVE/file" > /dev/null 2>&1 || true; }
 warm_backing
 
-# fio_value JSON-KEY FIO-ARGS...: IOPS or MB/s of one fio run
+# fio_value JSON-KEY FIO-ARGS...: IOPS or MB/s of one fio run's reads; write-iops: IOPS and the
+# number of writes of its writes ("IOPS COUNT")
 fio_value() {
   local key=$1
   shift
   fio --name=bench --group_reporting --output-format=json "$@" 2>/dev/null |
-    python3 -c "import json,sys; r=json.load(sys.stdin)['jobs'][0]['read']; print(round(r['iops'] if '$key' == 'iops' else r['bw_bytes'] / 1e6, 1))"
+    python3 -c "import json,sys; j=json.load(sys.stdin)['jobs'][0]; r=j['read']; w=j['write']
+if '$key' == 'write-iops': print(round(w['iops'], 1), w['total_ios'])
+else: print(round(r['iops'] if '$key' == 'iops' else r['bw_bytes'] / 1e6, 1))"
 }
 rand_fio() {  # rand_fio MODE JOBS FILE
   local direct=0
@@ -155,6 +162,20 @@ run_row() {
         "$REPO/bench/spec/run_search.sh" --profiles hp-c2247 --programs agrep --repeats 1 2>&1)
       echo "$(awk '$1 == "hp-c2247" && $2 == "agrep" {sub(/\(.*/, "", $7); print $7}' <<< "$out" |
         tail -1) ratio" ;;
+    small-writes | small-writes-cpu)
+      [[ $mode = direct ]] || return 0
+      mount_with "$build" "$mode" --cache-size 256M
+      dd if="$MNT/file" of=/dev/null bs=1M count=64 status=none  # the blocks written are cached
+      local before after result
+      before=$(daemon_cpu)
+      result=$(fio_value write-iops --filename="$MNT/file" --rw=randwrite --bs=4k --size=64M \
+        --ioengine=psync --numjobs=1 --runtime="$RUNTIME" --time_based --norandommap)
+      after=$(daemon_cpu)
+      if [[ $row = small-writes ]]; then
+        echo "${result% *} iops"
+      else
+        echo "$(awk -v a="$after" -v b="$before" -v n="${result#* }" 'BEGIN {printf "%.2f", (a - b) / n * 1e6}') us/write"
+      fi ;;
     *) echo "unknown row $row (see --help)" >&2; exit 2 ;;
   esac
 }
@@ -233,7 +254,7 @@ goal() {
         cells+=("$v")
         case $row in
           churn) ratios+=("$(ratio "$ref" "$v")") ;;
-          cpu-per-gib | agrep-spec) ratios+=("-") ;;
+          cpu-per-gib | agrep-spec | small-writes*) ratios+=("-") ;;
           *) ratios+=("$(ratio "$v" "$ref")") ;;
         esac
       done
