@@ -3,8 +3,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +23,12 @@
 namespace tipfs::stripe {
 
 namespace {
+
+bool IsMemoryFileSystem(int fd) {
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return false;
+  return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC;
+}
 
 // "3f/000000000000123f" relative to objects/, without allocating.
 struct RelPath {
@@ -95,7 +104,8 @@ PosixDisk::PosixDisk(std::string root, uint32_t index, IoRing* ring, size_t max_
       ring_(ring),
       max_open_files_(max_open_files),
       objects_fd_(objects_fd),
-      direct_(std::move(direct)) {}
+      direct_(std::move(direct)),
+      memory_backed_(IsMemoryFileSystem(objects_fd)) {}
 
 BackingIoInfo PosixDisk::BackingIo() const {
   BackingIoInfo info;
@@ -346,6 +356,18 @@ void PosixDisk::Submit(DiskRequest request) {
       return;
     }
   }
+  const int direct_fd =
+      request.kind == DiskRequest::Kind::kRead && Aligned(request) ? DirectFd(*entry) : -1;
+  if (request.kind == DiskRequest::Kind::kRead && direct_fd < 0) {
+    Result<uint64_t> result = uint64_t{0};
+    if (ReadInline((*entry)->fd, request, &result)) {
+      buffered_reads_.fetch_add(1, std::memory_order_relaxed);
+      inline_reads_.fetch_add(1, std::memory_order_relaxed);
+      Release(*entry);
+      request.done(std::move(result));
+      return;
+    }
+  }
   IoRing::Op* op = ring_->AllocOp();
   switch (request.kind) {
     case DiskRequest::Kind::kRead:
@@ -360,7 +382,6 @@ void PosixDisk::Submit(DiskRequest request) {
   }
   op->fd = (*entry)->fd;
   if (request.kind == DiskRequest::Kind::kRead) {
-    const int direct_fd = Aligned(request) ? DirectFd(*entry) : -1;
     if (direct_fd >= 0) {
       op->fd = direct_fd;
       op->short_read_ends = true;
@@ -378,6 +399,40 @@ void PosixDisk::Submit(DiskRequest request) {
   op->done = std::move(request.done);
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   ring_->Submit(op);
+}
+
+bool PosixDisk::ReadInline(int fd, const DiskRequest& request, Result<uint64_t>* result) {
+  if (request.length > kMaxInlineReadBytes) return false;
+  if (!memory_backed_) {
+    if (!nowait_reads_.load(std::memory_order_relaxed)) return false;
+    iovec iov{request.buffer, request.length};
+    const ssize_t n = ::preadv2(fd, &iov, 1, static_cast<off_t>(request.offset), RWF_NOWAIT);
+    if (n == static_cast<ssize_t>(request.length)) {
+      *result = static_cast<uint64_t>(n);
+      return true;
+    }
+    // Not all in memory (EAGAIN, or a short read that may be either the object's end or a part
+    // not cached: the ring tells them apart), or no RWF_NOWAIT here: the ring reads it all.
+    if (n < 0 && errno == EOPNOTSUPP) nowait_reads_.store(false, std::memory_order_relaxed);
+    return false;
+  }
+  // A memory file system: pread until the object's end, as the ring does with short reads.
+  uint64_t done = 0;
+  uint32_t retries = 0;
+  while (done < request.length) {
+    const ssize_t n = ::pread(fd, request.buffer + done, request.length - done,
+                              static_cast<off_t>(request.offset + done));
+    if (n > 0) {
+      done += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n == 0) break;  // the object's end: the caller zero-fills the rest
+    if ((errno == EINTR || errno == EAGAIN) && ++retries <= 64) continue;
+    *result = OpError("read", request.object, request.offset, errno);
+    return true;
+  }
+  *result = done;
+  return true;
 }
 
 void PosixDisk::FinishOp(IoRing::Op* op, int64_t result) {

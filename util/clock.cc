@@ -40,7 +40,10 @@ void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
   if (!thread_.joinable()) thread_ = std::thread([this] { TimerLoop(); });
   bool earliest = timers_.empty() || deadline_ns < timers_.top().deadline;
   PushTimer(deadline_ns, std::move(fn));
-  if (earliest) cv_.Signal();
+  if (earliest) {
+    earlier_timer_.store(true, std::memory_order_relaxed);
+    cv_.Signal();
+  }
 }
 
 void SystemClock::TimerLoop() {
@@ -52,6 +55,7 @@ void SystemClock::TimerLoop() {
   sched_param param{};
   param.sched_priority = 1;
   (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+  TimerWakePlanner planner(NowNanos());
   MutexLock lock(&mu_);
   while (!stopping_) {
     if (timers_.empty()) {
@@ -59,11 +63,28 @@ void SystemClock::TimerLoop() {
       continue;
     }
     int64_t now = NowNanos();
-    int64_t deadline = timers_.top().deadline;
+    const int64_t deadline = timers_.top().deadline;
     if (deadline > now) {
-      // CondVar waits on steady_clock, which is CLOCK_MONOTONIC on Linux, as NowNanos is.
-      auto when = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(deadline));
-      cv_.WaitUntil(&mu_, when);
+      const int64_t wake = planner.SleepUntil(deadline, now);
+      earlier_timer_.store(false, std::memory_order_relaxed);
+      if (wake > now) {
+        // CondVar waits on steady_clock, which is CLOCK_MONOTONIC on Linux, as NowNanos is.
+        auto when = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(wake));
+        const bool signalled = cv_.WaitUntil(&mu_, when);
+        now = NowNanos();
+        if (!signalled && now >= wake) planner.OnTimedWake(wake, now);
+        continue;
+      }
+      // The last stretch: spin without the lock, so RunAt is never kept waiting, until the
+      // deadline or until an earlier timer arrives.
+      lock.Unlock();
+      while (NowNanos() < deadline) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (earlier_timer_.load(std::memory_order_relaxed)) break;
+      }
+      lock.Lock();
       continue;
     }
     std::function<void()> fn = PopTimer();

@@ -3,6 +3,7 @@
 // and instant. Thread-safe: NowNanos and RunAt may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <queue>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "util/mutex.h"
+#include "util/timer_wake.h"
 
 namespace tipfs {
 
@@ -23,7 +25,8 @@ class Clock {
   // returns NowNanos(), so on it CPU work takes no time, as everything else.
   virtual int64_t ThreadCpuNanos() const { return NowNanos(); }
   // Calls fn once, at or after `deadline_ns`, never from inside RunAt itself (so the caller may
-  // hold its locks). Waiting sleeps; it never spins.
+  // hold its locks). Waiting sleeps; SystemClock spins only the last microseconds its sleeps are
+  // measured to overrun, within a CPU budget (util/timer_wake.h).
   virtual void RunAt(int64_t deadline_ns, std::function<void()> fn) = 0;
 };
 
@@ -56,7 +59,8 @@ class TimerHeap {
 };
 
 // Real time (CLOCK_MONOTONIC). Callbacks run on one timer thread, started on first use, with a
-// 1 µs timer slack so emulated disk completions land close to their deadlines.
+// 1 µs timer slack so emulated disk completions land close to their deadlines; the thread wakes
+// as early as its sleeps overrun and spins to the deadline (TimerWakePlanner).
 class SystemClock : public Clock, private TimerHeap {
  public:
   SystemClock() = default;
@@ -76,6 +80,9 @@ class SystemClock : public Clock, private TimerHeap {
 
   CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
+  // Set by RunAt when it adds a timer earlier than all others (the timer thread, maybe spinning,
+  // must look at the heap again).
+  std::atomic<bool> earlier_timer_{false};
   std::thread thread_ GUARDED_BY(mu_);  // started lazily
 };
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -170,6 +171,87 @@ TEST_F(PosixDiskTest, DirectIoRefusedByTheFileSystemFallsBackToBufferedAndSaysWh
   EXPECT_EQ(disk_->BackingIo().buffered_reads, 1u);
   // The probe left nothing behind in objects/.
   EXPECT_FALSE(std::filesystem::exists(ramfs + "/objects/tipfs-direct-io-probe"));
+}
+
+// On a memory file system a small read's bytes are already in memory: it completes on the
+// submitting thread before Submit returns (no ring thread, no io-wq worker in between), with the
+// same results the ring gives: the bytes, a short count at the object's end, 0 for a missing
+// object. A read bigger than kMaxInlineReadBytes still goes through the ring.
+TEST_F(PosixDiskTest, SmallReadsOfAMemoryFileSystemCompleteBeforeSubmitReturns) {
+  const std::string ramfs = dir_.path() + "/ramfs";
+  std::filesystem::create_directories(ramfs);
+  if (::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr) != 0) {
+    GTEST_SKIP() << "cannot mount ramfs here: " << std::strerror(errno);
+  }
+  root_ = ramfs;
+  Start(64, PosixDisk::kDefaultMaxOpenFiles);
+  std::string data(300'000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + (i * 13) % 26);
+  ASSERT_EQ(*Write(5, 0, data), data.size());
+
+  // Returns the result if `done` ran before Submit returned, else nothing (and waits for it).
+  auto submit_read = [&](ObjectId object, uint64_t offset, uint64_t length, char* buffer) {
+    std::optional<Result<uint64_t>> inline_result;
+    std::atomic<bool> finished{false};
+    std::thread::id ran_on;
+    bool returned = false;
+    DiskRequest r;
+    r.kind = DiskRequest::Kind::kRead;
+    r.object = object;
+    r.offset = offset;
+    r.length = length;
+    r.buffer = buffer;
+    r.done = [&](Result<uint64_t> result) {
+      ran_on = std::this_thread::get_id();
+      if (!returned) inline_result = std::move(result);
+      finished.store(true);
+      finished.notify_one();
+    };
+    disk_->Submit(std::move(r));
+    returned = !finished.load();
+    while (!finished.load()) finished.wait(false);
+    if (inline_result.has_value()) {
+      EXPECT_EQ(ran_on, std::this_thread::get_id());
+    }
+    return inline_result;
+  };
+  std::string buffer(PosixDisk::kMaxInlineReadBytes + 4096, '\0');
+  std::optional<Result<uint64_t>> r = submit_read(5, 4096, 4096, buffer.data());
+  ASSERT_TRUE(r.has_value()) << "a 4 KiB read of ramfs went through the ring";
+  ASSERT_EQ(**r, 4096u);
+  EXPECT_EQ(buffer.substr(0, 4096), data.substr(4096, 4096));
+  // Across the object's end: short, as the ring reports it.
+  r = submit_read(5, data.size() - 100, 4096, buffer.data());
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(**r, 100u);
+  EXPECT_EQ(buffer.substr(0, 100), data.substr(data.size() - 100));
+  EXPECT_EQ(disk_->inline_reads(), 2u);
+  // A missing object is a hole (as before: inline, 0 bytes, no read counted).
+  r = submit_read(6, 0, 4096, buffer.data());
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(**r, 0u);
+  // Too big to copy on the submitter: the ring reads it.
+  const uint64_t ops_before = ring_->counters().ops;
+  EXPECT_EQ(Read(5, 0, buffer.size()), data.substr(0, buffer.size()));
+  EXPECT_EQ(disk_->inline_reads(), 2u);
+  EXPECT_EQ(ring_->counters().ops, ops_before + 1);
+  EXPECT_EQ(disk_->BackingIo().buffered_reads, 3u);
+}
+
+// Wherever a read is served (inline from the page cache with RWF_NOWAIT, or by the ring when some
+// of it is not cached), its bytes and its count are the same, the object's end included.
+TEST_F(PosixDiskTest, ReadsServedInlineOrByTheRingReturnTheSameBytes) {
+  std::string data(200'000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('A' + (i * 7) % 26);
+  ASSERT_EQ(*Write(4, 0, data), data.size());
+  for (uint64_t offset : {0ull, 4096ull, 65536ull, 199'000ull, 199'999ull}) {
+    for (uint64_t length : {1ull, 4096ull, 65536ull, 131072ull, 131073ull}) {
+      const uint64_t expect = std::min<uint64_t>(length, data.size() - offset);
+      EXPECT_EQ(Read(4, offset, length), data.substr(offset, expect))
+          << "offset " << offset << " length " << length;
+    }
+  }
+  EXPECT_EQ(Read(4, data.size(), 4096), "");
 }
 
 TEST_F(PosixDiskTest, WithoutDirectIoEveryReadIsBuffered) {

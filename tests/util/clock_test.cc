@@ -47,6 +47,34 @@ TEST(SystemClockTest, RunsCallbackNoEarlierThanDeadline) {
   EXPECT_GE(fired.get_future().get(), deadline);
 }
 
+// Timers back to back, closer than the thread's sleeps overrun (it spins the last stretch): each
+// runs once, never before its deadline, in deadline order, also when an earlier one is added
+// while the thread waits for a later one.
+TEST(SystemClockTest, ManyCloseTimersRunOnceInOrderNeverEarly) {
+  SystemClock clock;
+  constexpr int kTimers = 400;
+  std::atomic<int> ran{0};
+  std::atomic<int> early{0};
+  std::atomic<int> out_of_order{0};
+  std::atomic<int64_t> last_deadline{0};
+  std::promise<void> all;
+  // Far enough ahead that every timer is in before the first is due, even on a loaded machine.
+  const int64_t base = clock.NowNanos() + 200 * kNanosPerMilli;
+  for (int i = 0; i < kTimers; ++i) {
+    // Deadlines 20 us apart, added in an order that often puts an earlier one after a later one.
+    const int64_t deadline = base + ((i * 7) % kTimers) * 20 * kNanosPerMicro;
+    clock.RunAt(deadline, [&, deadline] {
+      if (clock.NowNanos() < deadline) ++early;
+      if (deadline < last_deadline.exchange(deadline)) ++out_of_order;
+      if (++ran == kTimers) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  EXPECT_EQ(ran.load(), kTimers);
+  EXPECT_EQ(early.load(), 0);
+  EXPECT_EQ(out_of_order.load(), 0);
+}
+
 TEST(SystemClockTest, EarlierTimerAddedLaterFiresFirst) {
   SystemClock clock;
   std::atomic<int> order{0};
