@@ -20,7 +20,9 @@ need() {
 need "$TIPFS"
 [[ $(id -u) = 0 ]] || { echo "run as root: the benchmarks drop the page cache and mount FUSE" >&2; exit 1; }
 
-WORK=$(mktemp -d "/tmp/tipfs-${BENCH_NAME}bench-XXXXXX")
+# TIPFS_BENCH_TMP: where the scratch volume goes (default /tmp). A tmpfs such as /dev/shm keeps
+# the backing files in memory when other benchmarks on the machine drop the page cache.
+WORK=$(mktemp -d "${TIPFS_BENCH_TMP:-/tmp}/tipfs-${BENCH_NAME}bench-XXXXXX")
 MNT=$WORK/mnt
 DISKS=("$WORK"/disk0 "$WORK"/disk1 "$WORK"/disk2 "$WORK"/disk3)
 cleanup() {

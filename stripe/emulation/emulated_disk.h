@@ -11,7 +11,8 @@
 // The real request is issued on arrival rather than when the model starts it, so the real disk's
 // own latency overlaps the modelled queueing; if the real disk is slower than the model (a fast
 // profile over a slow directory) its completion decides and the request counts as `late`. Waiting
-// is a Clock::RunAt timer, never a spin: speculation needs the idle CPU. Under the `none` profile
+// is a Clock::RunAt timer, not a spin of its own: speculation needs the idle CPU (SystemClock spins
+// only the few microseconds its sleeps overrun, within a budget). Under the `none` profile
 // (no modelled service) `slowdown` stretches the measured real service time instead, exactly as
 // seed 000's striping pseudodevice delayed the notification of real completions.
 //

@@ -105,6 +105,13 @@ class PosixDiskTest : public ::testing::Test {
     buf.resize(r.ok() ? *r : 0);
     return buf;
   }
+  // A ramfs mounted below dir_ (TearDown unmounts it once root_ points there), or "" with errno.
+  std::string MountRamfs() {
+    const std::string ramfs = dir_.path() + "/ramfs";
+    std::filesystem::create_directories(ramfs);
+    if (::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr) != 0) return "";
+    return ramfs;
+  }
   Status Sync(ObjectId o) { return Io(DiskRequest::Kind::kSync, o, 0, 0, nullptr).status(); }
 
   TempDir dir_;
@@ -154,11 +161,8 @@ TEST_F(PosixDiskTest, DirectReadsSeeBufferedWritesAndEndShortAtTheObjectEnd) {
 
 // ramfs refuses O_DIRECT: the disk reads buffered, every read still right, and says why.
 TEST_F(PosixDiskTest, DirectIoRefusedByTheFileSystemFallsBackToBufferedAndSaysWhy) {
-  const std::string ramfs = dir_.path() + "/ramfs";
-  std::filesystem::create_directories(ramfs);
-  if (::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr) != 0) {
-    GTEST_SKIP() << "cannot mount ramfs here: " << std::strerror(errno);
-  }
+  const std::string ramfs = MountRamfs();
+  if (ramfs.empty()) GTEST_SKIP() << "cannot mount ramfs here: " << std::strerror(errno);
   root_ = ramfs;
   Start(64, PosixDisk::kDefaultMaxOpenFiles, /*direct_io=*/true);
   EXPECT_EQ(disk_->BackingIo().mode, "buffered (O_DIRECT refused: Invalid argument)");
@@ -178,11 +182,8 @@ TEST_F(PosixDiskTest, DirectIoRefusedByTheFileSystemFallsBackToBufferedAndSaysWh
 // same results the ring gives: the bytes, a short count at the object's end, 0 for a missing
 // object. A read bigger than kMaxInlineReadBytes still goes through the ring.
 TEST_F(PosixDiskTest, SmallReadsOfAMemoryFileSystemCompleteBeforeSubmitReturns) {
-  const std::string ramfs = dir_.path() + "/ramfs";
-  std::filesystem::create_directories(ramfs);
-  if (::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr) != 0) {
-    GTEST_SKIP() << "cannot mount ramfs here: " << std::strerror(errno);
-  }
+  const std::string ramfs = MountRamfs();
+  if (ramfs.empty()) GTEST_SKIP() << "cannot mount ramfs here: " << std::strerror(errno);
   root_ = ramfs;
   Start(64, PosixDisk::kDefaultMaxOpenFiles);
   std::string data(300'000, '\0');
@@ -194,7 +195,7 @@ TEST_F(PosixDiskTest, SmallReadsOfAMemoryFileSystemCompleteBeforeSubmitReturns) 
     std::optional<Result<uint64_t>> inline_result;
     std::atomic<bool> finished{false};
     std::thread::id ran_on;
-    bool returned = false;
+    std::atomic<bool> returned{false};  // a completion on the ring thread may read it at once
     DiskRequest r;
     r.kind = DiskRequest::Kind::kRead;
     r.object = object;
@@ -208,7 +209,7 @@ TEST_F(PosixDiskTest, SmallReadsOfAMemoryFileSystemCompleteBeforeSubmitReturns) 
       finished.notify_one();
     };
     disk_->Submit(std::move(r));
-    returned = !finished.load();
+    returned.store(true);
     while (!finished.load()) finished.wait(false);
     if (inline_result.has_value()) {
       EXPECT_EQ(ran_on, std::this_thread::get_id());
