@@ -214,6 +214,10 @@ struct CacheStats {
   uint64_t streams_retired = 0;  // stopped matching, or idle
   uint64_t outstanding_hinted_bytes = 0;
   uint64_t expanded_hint_accesses = 0;  // per-block hint metadata held (bounded, see the .cc)
+  // The TIP manager's rounds of decisions, and the times its thread was woken from sleep for one
+  // (a futex wake by the data path or a hint call; 0 with the decisions inline).
+  uint64_t manager_rounds = 0;
+  uint64_t manager_wakeups = 0;
   // Speculative readers.
   uint64_t spec_reads = 0;
   uint64_t spec_hits = 0;

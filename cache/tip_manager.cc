@@ -11,6 +11,8 @@
 // stream needed furthest ahead (its re-fetch cost), and only while benefit > cost.
 #include "cache/tip_manager.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -57,7 +59,11 @@ TipManager::~TipManager() { Stop(); }
 // ---- The thread ---------------------------------------------------------------------------
 
 void TipManager::Start() {
-  if (threaded_) thread_ = std::thread([this] { ThreadLoop(); });
+  if (!threaded_) return;
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "tipfs-manager");  // for top -H and perf
+    ThreadLoop();
+  });
 }
 
 void TipManager::Stop() {
@@ -71,7 +77,10 @@ void TipManager::Stop() {
 void TipManager::Wake() {
   // Dekker-style with the sleeper (all seq_cst): either this sees `sleeping_` and wakes it, or
   // the manager, having set `sleeping_`, sees `pending_` and does not sleep.
-  if (!pending_.exchange(true) && sleeping_.load()) pending_.notify_one();
+  if (!pending_.exchange(true) && sleeping_.load()) {
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    pending_.notify_one();
+  }
 }
 
 void TipManager::ThreadLoop() {
@@ -99,6 +108,7 @@ void TipManager::RunIfInline() {
 
 void TipManager::RunRound() {
   PerfSection decide(Subsystem::kHintProcessing);
+  rounds_.fetch_add(1, std::memory_order_relaxed);
   {
     MutexLock lock(&mu_);
     MutexLock table_lock(&cache_->mu_);
@@ -604,6 +614,8 @@ void TipManager::FillStats(CacheStats* stats) const {
   stats->tainted_trimmed_bytes = counters_.tainted_trimmed_bytes;
   stats->tainted_outstanding_max_bytes = counters_.tainted_outstanding_max_bytes;
   stats->expanded_hint_accesses = expanded_accesses_;
+  stats->manager_rounds = rounds_.load(std::memory_order_relaxed);
+  stats->manager_wakeups = wakeups_.load(std::memory_order_relaxed);
   stats->t_hit_nanos = events_.HitNanos();
   stats->t_driver_nanos = events_.DriverNanos();
   stats->t_disk_nanos = events_.AllDiskNanos();

@@ -292,7 +292,9 @@ class TipManager {
   std::atomic<bool> pending_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stopping_{false};
-  const bool threaded_;  // options.manager_thread
+  std::atomic<uint64_t> rounds_{0};   // CacheStats::manager_rounds
+  std::atomic<uint64_t> wakeups_{0};  // CacheStats::manager_wakeups
+  const bool threaded_;               // options.manager_thread
   std::thread thread_;
 };
 

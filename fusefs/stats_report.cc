@@ -111,6 +111,10 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
       {"hints.tainted.trimmed.bytes", "tipfs_hint_tainted_trimmed_bytes_total",
        double(s.tainted_trimmed_bytes), "counter",
        "Tainted speculative hinted bytes dropped by the tainted budget"},
+      {"hints.manager.rounds", "tipfs_hint_manager_rounds_total", double(s.manager_rounds),
+       "counter", "Rounds of decisions the TIP manager ran"},
+      {"hints.manager.wakeups", "tipfs_hint_manager_wakeups_total", double(s.manager_wakeups),
+       "counter", "Times the TIP manager's thread was woken from sleep for a round"},
       {"hints.horizon", "tipfs_hint_prefetch_horizon_blocks", s.prefetch_horizon, "gauge",
        "Prefetch horizon in block accesses"},
       // The TIP manager's estimates (per disk T_disk: the JSON and Prometheus renderings).
@@ -349,6 +353,8 @@ std::string StatsReport::Text() const {
             FormatSize(s.bytes_hinted[i]).c_str(), s.blocks_consumed[i],
             AccuracyText(s, i).c_str());
   }
+  Appendf(&out, "  manager: %" PRIu64 " rounds, %" PRIu64 " wake-ups of its thread\n",
+          s.manager_rounds, s.manager_wakeups);
   Appendf(&out,
           "  estimates: T_hit %.1f us, T_driver %.1f us, T_disk ms per disk:", s.t_hit_nanos / 1e3,
           s.t_driver_nanos / 1e3);
