@@ -254,6 +254,8 @@ std::optional<Result<size_t>> FileCache::StartRead(
   std::shared_ptr<PendingRead> pending;
   bool eagain = false;
   LruEvents lru;
+  bool over_capacity = false;  // what the manager may have to act on (WakeIfUseful)
+  bool prefetch_room = false;
   {
     MutexLock lock(&mu_);
     const int64_t cpu_locked = timed ? clock_->ThreadCpuNanos() : 0;
@@ -307,12 +309,14 @@ std::optional<Result<size_t>> FileCache::StartRead(
       }
     }
     if (timed) hit_cpu = clock_->ThreadCpuNanos() - cpu_locked;
+    over_capacity = table_.size() > capacity_blocks_;
+    prefetch_room = AnyDiskHasRoom();
   }
   events->RecordLru(now, lru);
   // Consumption is synchronous (the read's hinted accesses are gone before it returns); the
   // decisions it may call for are the manager's.
   if (!spec) manager_->OnDemandRead(ctx, ino, offset, n, file_size, now);
-  manager_->Wake();
+  manager_->WakeIfUseful(over_capacity, prefetch_room, now);
   DrainIssues();
   if (eagain) {
     scratch.clear();
@@ -472,6 +476,8 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   std::vector<std::shared_ptr<PendingRead>> waiters;
   std::shared_ptr<Fetch> self;
   const bool timed = fetch->timed;
+  bool over_capacity = false;
+  bool prefetch_room = false;
   {
     MutexLock lock(&mu_);
     manager_->events()->RecordFetchDone(fetch->disk, fetch->submit_ns, now, fetch->disk_was_idle,
@@ -505,8 +511,10 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
     }
     waiters.swap(fetch->waiters);
     self = std::move(fetch->self);
+    over_capacity = table_.size() > capacity_blocks_;
+    prefetch_room = AnyDiskHasRoom();
   }
-  manager_->Wake();
+  manager_->WakeIfUseful(over_capacity, prefetch_room, now);
   // The completion's part of T_driver ends here: what follows is the readers' and the manager's.
   if (timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 1);
   for (const std::shared_ptr<PendingRead>& read : waiters) {

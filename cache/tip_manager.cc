@@ -1,14 +1,16 @@
 // TipManager's decisions: the cost-benefit buffer allocation, read-ahead, and the thread that
 // runs them.
 //
-// A round runs after every event that can change a decision (Wake(): a read, a hint, a cancel, a
-// completed fetch). Each decision asks every stream for its next prefetch candidate (the first
-// hinted access past its cursor whose block is not cached and whose disk has room for another
-// prefetch), values each as TIP does — benefit T_disk/(x(x-1)) of prefetching x accesses ahead,
-// discounted by the source's accuracy and weighted by the stream's access rate (TIP2) — and
-// takes the best. A free buffer or an evict-first block costs nothing; otherwise it is bought
-// from the cheaper of the LRU queue's tail (its marginal hits) and the hinted block of another
-// stream needed furthest ahead (its re-fetch cost), and only while benefit > cost.
+// A round runs after an event that can change a decision: a hint, a cancel, an option change
+// (Wake()), and a read or a completed fetch when there is something to prefetch and a disk with
+// room, or the table is over capacity (WakeIfUseful()). Each decision asks every stream for its
+// next prefetch candidate (the first hinted access past its cursor whose block is not cached and
+// whose disk has room for another prefetch), values each as TIP does — benefit T_disk/(x(x-1)) of
+// prefetching x accesses ahead, discounted by the source's accuracy and weighted by the stream's
+// access rate (TIP2) — and takes the best. A free buffer or an evict-first block costs nothing;
+// otherwise it is bought from the cheaper of the LRU queue's tail (its marginal hits) and the
+// hinted block of another stream needed furthest ahead (its re-fetch cost), and only while the
+// benefit exceeds the cost.
 #include "cache/tip_manager.h"
 
 #include <pthread.h>
@@ -83,6 +85,22 @@ void TipManager::Wake() {
   }
 }
 
+void TipManager::WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now) {
+  // Every unhinted read and completion comes here: with nothing to prefetch this is two atomic
+  // loads and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
+  if (over_capacity) return Wake();
+  if (!has_work_.load(std::memory_order_acquire)) return;
+  if (prefetch_room || now >= retire_due_ns_.load(std::memory_order_relaxed)) Wake();
+}
+
+void TipManager::PublishWork() {
+  has_work_.store(!streams_.empty() || !warmups_.empty() || readahead_wanted_,
+                  std::memory_order_release);
+  retire_due_ns_.store(streams_.empty() ? std::numeric_limits<int64_t>::max()
+                                        : last_idle_check_ns_ + kNanosPerSecond,
+                       std::memory_order_relaxed);
+}
+
 void TipManager::ThreadLoop() {
   while (!stopping_.load()) {
     if (!pending_.exchange(false)) {
@@ -130,6 +148,7 @@ void TipManager::RunRound() {
     MutexLock lock(&mu_);
     MutexLock table_lock(&cache_->mu_);
     if (!options_.hints_ignored) RunWarmups(clock_->NowNanos());
+    PublishWork();
   }
   cache_->DrainIssues();
 }
@@ -532,6 +551,7 @@ bool TipManager::DecideOnce() {
 // ---- Read-ahead ---------------------------------------------------------------------------
 
 void TipManager::RunReadahead(int64_t now) {
+  readahead_wanted_ = false;
   if (!options_.readahead) return;
   for (auto& [tgid, reader] : readahead_) {
     for (size_t i = 0; i < reader.run_count; ++i) {
@@ -561,6 +581,7 @@ void TipManager::RunReadahead(int64_t now) {
       }
       run->ra_next = index;
       run->wanted = index <= target;
+      readahead_wanted_ = readahead_wanted_ || run->wanted;
     }
   }
 }

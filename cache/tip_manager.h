@@ -4,12 +4,13 @@
 // buffers: which hinted or read-ahead block to prefetch, which buffer to take for it, which
 // hinted block to give up. The data path (FileCache) owns blocks, buffers and fetches; it never
 // runs a decision. It records what it measures in TipEvents, consumes hints synchronously
-// through OnDemandRead, and calls Wake(), which is wait-free.
+// through OnDemandRead, and calls WakeIfUseful(), which is wait-free.
 //
-// Decisions run on the manager's own thread (CacheOptions::manager_thread), woken by reads,
-// completions, hints and cancels; or, for deterministic tests on a FakeClock, inline on the
-// thread whose call woke the manager, after that call has released the data path's locks.
-// Prefetches leave the manager only through FileCache::IssuePrefetch.
+// Decisions run on the manager's own thread (CacheOptions::manager_thread), woken by hints,
+// cancels, and by reads and completions when a round could decide something; or, for deterministic
+// tests on a FakeClock, inline on the thread whose call woke the manager, after that call has
+// released the data path's locks. Prefetches leave the manager only through
+// FileCache::IssuePrefetch.
 //
 // Locks, outermost first (docs/DESIGN.md "The cache's two halves"):
 //   TipManager::mu_   streams, owners, caps, accuracy, read-ahead runs, counters. Held for one
@@ -24,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -58,8 +60,15 @@ class TipManager {
   // ---- Called by the data path ----
   TipEvents* events() { return &events_; }
   // Asks for a round of decisions. Wait-free: an atomic flag, and a futex wake only when the
-  // manager sleeps. May be called under any cache lock.
+  // manager sleeps. May be called under any cache lock. For hints, cancels and option changes.
   void Wake();
+  // After a read or a completion: wakes the manager only when a round could decide something
+  // (docs/DESIGN.md "When the manager runs"): the table is over capacity (a demand miss found
+  // every buffer held or in flight), or there is prefetch work (a hint stream, a warm-up, a
+  // read-ahead run wanting blocks) and a disk with room for a prefetch or idle streams due for
+  // retirement. `over_capacity` and `prefetch_room` are the table's, read under FileCache::mu_.
+  // Wait-free: atomic loads, then Wake().
+  void WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now);
   // In inline mode, runs the rounds that Wake() asked for on this thread (no-op with a thread,
   // and when this thread is already inside a round). REQUIRES: no cache lock held.
   void RunIfInline();
@@ -128,6 +137,10 @@ class TipManager {
 
   // The thread and the rounds (tip_manager.cc).
   void ThreadLoop();
+  // Publishes whether there is prefetch work for WakeIfUseful. Called under mu_ wherever work
+  // appears (a hint appended, a read-ahead run wanting blocks) and at the end of every round,
+  // so the flag is never false while work waits: a stale true costs one empty round at most.
+  void PublishWork() REQUIRES(mu_);
   void RunRound() EXCLUDES(mu_);
   // One decision: true when it issued or gave up something, so another may follow.
   bool DecideOnce() REQUIRES(mu_, cache_->mu_);
@@ -184,6 +197,7 @@ class TipManager {
   void Hold(HintedAccess* a, Block* b) REQUIRES(mu_, cache_->mu_);
   void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, cache_->mu_);
   void RunWarmups(int64_t now) REQUIRES(mu_, cache_->mu_);
+  // Issues what the wanted read-ahead runs want; sets readahead_wanted_.
   void RunReadahead(int64_t now) REQUIRES(mu_, cache_->mu_);
   // What prefetching block x accesses ahead of reader `tgid`'s sequential run is worth, in the
   // currency of Benefit (0 beyond its horizon).
@@ -287,12 +301,16 @@ class TipManager {
   std::array<AccuracyEstimator, kHintSourceCount> accuracy_ GUARDED_BY(mu_);
   CacheStats counters_ GUARDED_BY(mu_);  // the fields the manager counts (FillStats copies them)
   int64_t last_idle_check_ns_ GUARDED_BY(mu_) = 0;
+  bool readahead_wanted_ GUARDED_BY(mu_) = false;  // some run wants blocks (Run::wanted)
 
   // The thread and its wake-up (no lock: see Wake()).
   std::atomic<bool> pending_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<uint64_t> rounds_{0};   // CacheStats::manager_rounds
+  std::atomic<uint64_t> rounds_{0};  // CacheStats::manager_rounds
+  // Published under mu_ (PublishWork), read by WakeIfUseful without it.
+  std::atomic<bool> has_work_{false};
+  std::atomic<int64_t> retire_due_ns_{std::numeric_limits<int64_t>::max()};
   std::atomic<uint64_t> wakeups_{0};  // CacheStats::manager_wakeups
   const bool threaded_;               // options.manager_thread
   std::thread thread_;

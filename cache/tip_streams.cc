@@ -184,6 +184,7 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
     counters_.tainted_outstanding_max_bytes =
         std::max(counters_.tainted_outstanding_max_bytes, charged_state.tainted_bytes);
   }
+  PublishWork();
   return Status::OK();
 }
 
@@ -326,6 +327,10 @@ void TipManager::TrackRun(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t
   run->file_size = file_size;
   // Hinted reads are prefetched by their hints; the next round issues the window for the others.
   run->wanted = !matched && options_.readahead && run->seq_bytes >= block_size_;
+  if (run->wanted) {
+    readahead_wanted_ = true;
+    if (!has_work_.load(std::memory_order_relaxed)) PublishWork();  // the next wake finds it
+  }
 }
 
 void TipManager::OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
