@@ -20,6 +20,8 @@ namespace {
 constexpr size_t kKeysPerCall = 1024;
 // Cached records before the cache starts over (each costs a few dozen bytes).
 constexpr size_t kMaxCachedRecords = size_t{1} << 20;
+// Objects whose size Stat knows before that cache starts over (each about a hundred bytes).
+constexpr size_t kMaxKnownInfos = size_t{1} << 20;
 constexpr int64_t kUsageRefreshNs = int64_t{2} * 1000 * 1000 * 1000;
 
 // DiskUsage::store_id of every disk on the cluster with this fsid, with the top bit set so it
@@ -183,16 +185,40 @@ void RadosDisk::ForgetObject(ObjectId object) {
   recorded_.erase(it);
 }
 
-Result<std::vector<uint64_t>> RadosDisk::RecordedParts(ObjectId object) const {
+namespace {
+
+// Appends the part numbers among the keys of `iter` to *parts and moves *after to the last key;
+// ends the iterator.
+void TakeRecords(rados_omap_iter_t iter, std::vector<uint64_t>* parts, std::string* after) {
+  while (true) {
+    char* key = nullptr;
+    char* value = nullptr;
+    size_t key_len = 0;
+    size_t value_len = 0;
+    if (rados_omap_get_next2(iter, &key, &value, &key_len, &value_len) != 0 || key == nullptr) {
+      break;
+    }
+    uint64_t part;
+    if (key_len == 8 && ParseLowerHex(std::string_view(key, 8), &part) && part > 0) {
+      parts->push_back(part);
+    }
+    after->assign(key, key_len);
+  }
+  rados_omap_get_end(iter);
+}
+
+}  // namespace
+
+Status RadosDisk::RecordedParts(ObjectId object, std::string after,
+                                std::vector<uint64_t>* parts) const {
   const std::string head = PartName(object, 0);
-  std::vector<uint64_t> parts;
-  std::string after;
   while (true) {
     rados_read_op_t op = rados_create_read_op();
     rados_omap_iter_t iter = nullptr;
     unsigned char more = 0;
     int key_rc = 0;
     rados_read_op_omap_get_keys2(op, after.c_str(), kKeysPerCall, &iter, &more, &key_rc);
+    stats_.Operation();
     int rc = rados_read_op_operate(op, ns_->ioctx(), head.c_str(), 0);
     rados_release_read_op(op);
     if (rc == -ENOENT) return Status::NotFound(name_ + ": object " + head + " does not exist");
@@ -201,25 +227,67 @@ Result<std::vector<uint64_t>> RadosDisk::RecordedParts(ObjectId object) const {
       if (iter != nullptr) rados_omap_get_end(iter);
       return OpError("list the parts of", object, 0, rc);
     }
-    while (true) {
-      char* key = nullptr;
-      char* value = nullptr;
-      size_t key_len = 0;
-      size_t value_len = 0;
-      if (rados_omap_get_next2(iter, &key, &value, &key_len, &value_len) != 0 || key == nullptr) {
-        break;
-      }
-      uint64_t part;
-      if (key_len == 8 && ParseLowerHex(std::string_view(key, 8), &part) && part > 0) {
-        parts.push_back(part);
-      }
-      after.assign(key, key_len);
-    }
-    rados_omap_get_end(iter);
+    TakeRecords(iter, parts, &after);
     if (!more) break;
   }
-  std::sort(parts.begin(), parts.end());
+  std::sort(parts->begin(), parts->end());
+  return Status::OK();
+}
+
+Result<std::vector<uint64_t>> RadosDisk::RecordedParts(ObjectId object) const {
+  std::vector<uint64_t> parts;
+  TIPFS_RETURN_IF_ERROR(RecordedParts(object, "", &parts));
   return parts;
+}
+
+// ---- what Stat knows without asking ----
+
+bool RadosDisk::LookUpInfo(ObjectId object, ObjectInfo* info) const {
+  if (!CachesInfo()) return false;
+  MutexLock lock(&info_mu_);
+  auto it = info_.find(object);
+  if (it == info_.end() || !it->second.known) return false;
+  *info = it->second.info;
+  return true;
+}
+
+uint64_t RadosDisk::InfoTicket(ObjectId object) const {
+  if (!CachesInfo()) return 0;
+  MutexLock lock(&info_mu_);
+  auto it = info_.find(object);
+  if (it != info_.end() && it->second.mutating > 0) return 0;
+  return info_clock_;
+}
+
+void RadosDisk::KeepInfo(ObjectId object, uint64_t ticket, const ObjectInfo& info) {
+  if (ticket == 0) return;
+  MutexLock lock(&info_mu_);
+  if (ticket <= info_cleared_at_) return;
+  if (info_.size() >= kMaxKnownInfos) {
+    // Start over, keeping what in-flight mutations need (the clock orders the rest).
+    std::erase_if(info_, [](const auto& entry) { return entry.second.mutating == 0; });
+    info_cleared_at_ = info_clock_++;
+    return;
+  }
+  KnownInfo& known = info_[object];
+  if (known.mutating > 0 || known.changed_at >= ticket) return;
+  known.known = true;
+  known.info = info;
+}
+
+void RadosDisk::BeginMutation(ObjectId object) {
+  MutexLock lock(&info_mu_);
+  KnownInfo& known = info_[object];
+  known.known = false;
+  ++known.mutating;
+  known.changed_at = info_clock_++;
+}
+
+void RadosDisk::EndMutation(ObjectId object) {
+  MutexLock lock(&info_mu_);
+  KnownInfo& known = info_[object];
+  if (known.mutating > 0) --known.mutating;
+  known.changed_at = info_clock_++;
 }
 
 Status RadosDisk::Record(ObjectId object, const std::vector<uint64_t>& parts) {
@@ -305,6 +373,8 @@ void RadosDisk::Submit(DiskRequest request) {
       return;
     }
   }
+  // Until it completes, Stat asks the cluster about this object (see the header comment).
+  if (kind == DiskRequest::Kind::kWrite) BeginMutation(request.object);
   auto* r = new Request();
   r->disk = this;
   r->kind = kind;
@@ -449,6 +519,7 @@ void RadosDisk::Finish(Request* r) {
   stats_.Finished(write ? RadosStatsRecorder::Kind::kWrite : RadosStatsRecorder::Kind::kRead,
                   SteadyNanos() - r->started_ns, status.ok() ? transferred : 0, !status.ok(),
                   first_rc == -ETIMEDOUT);
+  if (write) EndMutation(r->object);
   auto done = std::move(r->done);
   delete r;
   if (status.ok()) {
@@ -467,6 +538,13 @@ void RadosDisk::Finish(Request* r) {
 
 Status RadosDisk::Truncate(ObjectId object, uint64_t size) {
   TIPFS_RETURN_IF_ERROR(CheckLease("truncate", object));
+  BeginMutation(object);
+  Status status = TruncateParts(object, size);
+  EndMutation(object);
+  return status;
+}
+
+Status RadosDisk::TruncateParts(ObjectId object, uint64_t size) {
   Result<std::vector<uint64_t>> recorded = RecordedParts(object);
   const bool head_exists = recorded.ok();
   if (!recorded.ok() && recorded.error() != ENOENT) return recorded.status();
@@ -501,6 +579,13 @@ Status RadosDisk::Truncate(ObjectId object, uint64_t size) {
 
 Status RadosDisk::Remove(ObjectId object) {
   TIPFS_RETURN_IF_ERROR(CheckLease("remove", object));
+  BeginMutation(object);
+  Status status = RemoveAllParts(object);
+  EndMutation(object);
+  return status;
+}
+
+Status RadosDisk::RemoveAllParts(ObjectId object) {
   ForgetObject(object);
   Result<std::vector<uint64_t>> parts = RecordedParts(object);
   if (!parts.ok()) return parts.error() == ENOENT ? Status::OK() : parts.status();
@@ -514,23 +599,41 @@ Status RadosDisk::Remove(ObjectId object) {
 }
 
 Result<ObjectInfo> RadosDisk::Stat(ObjectId object) {
+  ObjectInfo known;
+  if (LookUpInfo(object, &known)) return known;
+  const uint64_t ticket = InfoTicket(object);
+  Result<ObjectInfo> info = FetchInfo(object);
+  if (info.ok()) KeepInfo(object, ticket, *info);
+  return info;
+}
+
+Result<ObjectInfo> RadosDisk::FetchInfo(ObjectId object) {
   uint64_t head_size = 0;
   time_t mtime = 0;
   int stat_rc = 0;
+  rados_omap_iter_t iter = nullptr;
+  unsigned char more = 0;
+  int keys_rc = 0;
   // One round trip for the head's size and its first page of records; usually all there is.
   rados_read_op_t op = rados_create_read_op();
   rados_read_op_stat(op, &head_size, &mtime, &stat_rc);
+  rados_read_op_omap_get_keys2(op, "", kKeysPerCall, &iter, &more, &keys_rc);
   stats_.Operation();
   int rc = rados_read_op_operate(op, ns_->ioctx(), PartName(object, 0).c_str(), 0);
   rados_release_read_op(op);
+  if (rc >= 0) rc = stat_rc < 0 ? stat_rc : keys_rc;
+  if (rc < 0 && iter != nullptr) rados_omap_get_end(iter);
   if (rc == -ENOENT)
     return Status::NotFound(name_ + ": stat object " + PartName(object, 0) + ": no such object");
-  if (rc >= 0) rc = stat_rc;
   if (rc < 0) return OpError("stat", object, 0, rc);
-  Result<std::vector<uint64_t>> parts = RecordedParts(object);
-  if (!parts.ok())
-    return parts.error() == ENOENT ? OpError("stat", object, 0, -ENOENT)
-                                   : Result<ObjectInfo>(parts.status());
+  std::vector<uint64_t> parts;
+  std::string after;
+  TakeRecords(iter, &parts, &after);
+  if (more) {
+    Status rest = RecordedParts(object, after, &parts);
+    if (!rest.ok()) return rest.error() == ENOENT ? OpError("stat", object, 0, -ENOENT) : rest;
+  }
+  std::sort(parts.begin(), parts.end());
   ObjectInfo info{head_size, head_size};
   // One record per part: the completion and what it fills in.
   struct PartStat {
@@ -538,13 +641,13 @@ Result<ObjectInfo> RadosDisk::Stat(ObjectId object) {
     uint64_t size = 0;
     time_t mtime = 0;
   };
-  std::vector<PartStat> pending(parts->size());
+  std::vector<PartStat> pending(parts.size());
   for (size_t i = 0; i < pending.size(); ++i) {
     PartStat& p = pending[i];
     rados_aio_create_completion2(nullptr, nullptr, &p.done);
     stats_.Operation();
-    const int sent = rados_aio_stat(ns_->ioctx(), PartName(object, (*parts)[i]).c_str(), p.done,
-                                    &p.size, &p.mtime);
+    const int sent =
+        rados_aio_stat(ns_->ioctx(), PartName(object, parts[i]).c_str(), p.done, &p.size, &p.mtime);
     if (sent < 0) {
       rados_aio_release(p.done);
       p.done = nullptr;
@@ -560,7 +663,7 @@ Result<ObjectInfo> RadosDisk::Stat(ObjectId object) {
       rc = done;
       continue;
     }
-    info.size = std::max(info.size, (*parts)[i] * object_size_ + p.size);
+    info.size = std::max(info.size, parts[i] * object_size_ + p.size);
     info.allocated_bytes += p.size;
   }
   if (rc < 0) return OpError("stat", object, 0, rc);
@@ -627,7 +730,9 @@ Status RadosDisk::CheckParts(bool repair, std::vector<RadosPartProblem>* out) {
       if (p == 0 || records.count(p) != 0) continue;
       RadosPartProblem problem{RadosPartProblem::Kind::kUnrecorded, object, p};
       if (repair) {
+        BeginMutation(object);
         problem.repair_error = Record(object, {p});
+        EndMutation(object);
         problem.repaired = problem.repair_error.ok();
       }
       out->push_back(std::move(problem));
@@ -637,7 +742,9 @@ Status RadosDisk::CheckParts(bool repair, std::vector<RadosPartProblem>* out) {
       RadosPartProblem problem{RadosPartProblem::Kind::kStaleRecord, object, p};
       if (repair) {
         ForgetObject(object);
+        BeginMutation(object);
         problem.repair_error = ForgetRecords(object, {p});
+        EndMutation(object);
         problem.repaired = problem.repair_error.ok();
       }
       out->push_back(std::move(problem));

@@ -25,6 +25,12 @@
 // With a lease (rados_lease.h), every write, truncate and remove first checks that the lease is
 // valid and fails with EIO when this mount lost the volume.
 //
+// Stat is one round trip (the head's size and records in one read op, plus a stat of each other
+// part); with a valid lease, none for an object it has stat'ed before: the lease makes this mount
+// the volume's only writer, so what a Stat learned stays true until this disk's own next write,
+// truncate or remove of that object, which forget it (a Stat racing one keeps nothing). The file
+// system stats every disk a file touches whenever the kernel looks the file up.
+//
 // Thread-safety: all methods may be called concurrently. `done` never runs inside Submit except
 // for requests that need no I/O (length 0, syncs, refused ones).
 #pragma once
@@ -103,13 +109,33 @@ class RadosDisk : public Disk {
             std::unique_ptr<RadosLease> lease);
 
   Status CheckLease(const char* what, ObjectId object) const;
+  Status TruncateParts(ObjectId object, uint64_t size);
+  Status RemoveAllParts(ObjectId object);
   Status OpError(const char* what, ObjectId object, uint64_t offset, int rc) const;
-  // The parts >= 1 the head of `object` records (NotFound: no head).
+  // The parts >= 1 the head of `object` records (NotFound: no head), after key `after` ("" for
+  // all), appended to *parts.
+  Status RecordedParts(ObjectId object, std::string after, std::vector<uint64_t>* parts) const;
   Result<std::vector<uint64_t>> RecordedParts(ObjectId object) const;
   Status Record(ObjectId object, const std::vector<uint64_t>& parts);
   Status ForgetRecords(ObjectId object, const std::vector<uint64_t>& parts);
   // Removes the given parts, all at once; a part already gone is fine.
   Status RemoveParts(ObjectId object, const std::vector<uint64_t>& parts);
+
+  // What Stat knows without asking (see the header comment). A fetch takes a ticket before it
+  // asks and keeps its answer only if no mutation of the object began or ended since.
+  struct KnownInfo {
+    bool known = false;
+    ObjectInfo info;
+    uint32_t mutating = 0;    // writes, truncates, removes of the object in progress
+    uint64_t changed_at = 0;  // info_clock_ when the last one began or ended
+  };
+  bool CachesInfo() const { return lease_ != nullptr && lease_->valid(); }
+  bool LookUpInfo(ObjectId object, ObjectInfo* info) const;
+  uint64_t InfoTicket(ObjectId object) const;  // 0: do not keep what comes back
+  void KeepInfo(ObjectId object, uint64_t ticket, const ObjectInfo& info);
+  void BeginMutation(ObjectId object);
+  void EndMutation(ObjectId object);
+  Result<ObjectInfo> FetchInfo(ObjectId object);
 
   bool IsRecorded(ObjectId object, uint64_t part) const;
   void NoteRecorded(ObjectId object, const std::vector<uint64_t>& parts);
@@ -138,7 +164,13 @@ class RadosDisk : public Disk {
   int64_t usage_at_ns_ GUARDED_BY(usage_mu_) = 0;  // when `usage_` was fetched
   DiskUsage usage_ GUARDED_BY(usage_mu_);
 
-  RadosStatsRecorder stats_;
+  mutable RadosStatsRecorder stats_;
+
+  // Lock order: no other lock is taken while holding info_mu_.
+  mutable Mutex info_mu_;
+  std::unordered_map<ObjectId, KnownInfo> info_ GUARDED_BY(info_mu_);
+  uint64_t info_clock_ GUARDED_BY(info_mu_) = 1;
+  uint64_t info_cleared_at_ GUARDED_BY(info_mu_) = 0;
 
   Mutex drain_mu_;
   CondVar drained_;

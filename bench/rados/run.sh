@@ -14,18 +14,18 @@
 # scratch directory and always stops it; with --conf/--pool it uses that cluster's pool (fresh
 # namespaces, emptied afterwards). Prints one table per part; every run goes to
 # bench/results/rados/*.csv. Run as root (drop_caches, FUSE).
+# --builds "DIR1 DIR2" alternates builds (before/after) within every repeat, on the same cluster
+# and volume (the first one makes it); tables then have one row per build and latency.
 # Usage: bench/rados/run.sh [--repeats 3] [--parts "seq agrep random"] [--latencies "0 2ms"]
 #          [--conf PATH --pool NAME] [--seq-size 256M] [--files 400] [--total 8M]
-#          [--random-size 256M] [--blocks 800] [--cache 12M]
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+#          [--random-size 256M] [--blocks 800] [--cache 12M] [--builds "DIR..."]
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 case ${1:-} in -h | --help) usage; exit 0 ;; esac
 
 BENCH_NAME=rados
 source "$(dirname "$0")/../lib/scratch_volume.sh"
-RANDOM_READER=$BUILD/bench/tip/tipfs-tip-random-reader
-need "$GEN" "$AGREP" "$RANDOM_READER"
 REPEATS=3 PARTS="seq agrep random" LATENCIES="0 2ms" CONF="" POOL=tipfs SEQ_SIZE=256M FILES=400
-TOTAL=8M RANDOM_SIZE=256M BLOCKS=800 CACHE=12M
+TOTAL=8M RANDOM_SIZE=256M BLOCKS=800 CACHE=12M BUILDS=$BUILD
 while (($#)); do
   case $1 in
     --repeats) REPEATS=$2; shift 2 ;;
@@ -39,12 +39,22 @@ while (($#)); do
     --random-size) RANDOM_SIZE=$2; shift 2 ;;
     --blocks) BLOCKS=$2; shift 2 ;;
     --cache) CACHE=$2; shift 2 ;;
+    --builds) BUILDS=$2; shift 2 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-TIPSPEC=$BUILD/speculate/libtipspec.so
-need "$TIPSPEC"
-export TIPSPEC_LIBRARY=$TIPSPEC
+read -r -a BUILD_DIRS <<<"$BUILDS"
+# use_build N: the programs of the Nth build (0-based) of --builds.
+use_build() {
+  local dir=${BUILD_DIRS[$1]}
+  [[ $dir = /* ]] || dir=$REPO/$dir
+  TIPFS=$dir/cli/tipfs GEN=$dir/bench/workloads/tipfs-bench-gen
+  AGREP=$dir/bench/workloads/tipfs-bench-agrep RANDOM_READER=$dir/bench/tip/tipfs-tip-random-reader
+  export TIPSPEC_LIBRARY=$dir/speculate/libtipspec.so
+  need "$TIPFS" "$GEN" "$AGREP" "$RANDOM_READER" "$TIPSPEC_LIBRARY"
+}
+for ((b = 0; b < ${#BUILD_DIRS[@]}; b++)); do use_build "$b"; done
+use_build 0
 
 # The cluster: ours (started here, stopped by the trap) or the caller's.
 CLUSTER=""
@@ -84,8 +94,9 @@ field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k {sub(/s$/, "", $2); p
 now() { date +%s.%N; }
 elapsed_since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}'; }
 mount_cold() { unmount; sync; echo 3 >/proc/sys/vm/drop_caches; "$TIPFS" mount "$@" "$META" "$MNT"; }
-col() {  # col CSV KEY1 KEY2 COLUMN: median of COLUMN over rows whose columns 1 and 2 match
-  awk -F, -v a="$2" -v b="$3" -v c="$4" 'NR > 1 && $1 == a && $2 == b {print $c}' "$1" | median
+col() {  # col CSV BUILD KEY1 KEY2 COLUMN: median of COLUMN over rows of BUILD whose next two match
+  awk -F, -v n="$2" -v a="$3" -v b="$4" -v c="$5" \
+    'NR > 1 && $1 == n && $2 == a && $3 == b {print $(c + 1)}' "$1" | median
 }
 # rados bench of OP ("seq" or "rand") over COUNT objects of SIZE bytes, 16 in flight: MB/s
 rados_bench() {
@@ -99,39 +110,48 @@ rados_bench() {
 mb() { awk -v b="$1" -v s="$2" 'BEGIN {printf "%.1f", b / s / 1e6}'; }
 
 machine_note
+for ((b = 0; b < ${#BUILD_DIRS[@]}; b++)); do
+  echo "# build $b: ${BUILD_DIRS[$b]} ($(git -C "$(dirname "$(readlink -f "${BUILD_DIRS[$b]}")")" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+done
 echo "# cluster: $CONF, pool $POOL$([[ -n $CLUSTER ]] && echo " (one-node memstore cluster of scripts/ceph-dev.sh)")"
 
+NB=${#BUILD_DIRS[@]}
 if [[ " $PARTS " = *" seq "* ]]; then
   CSV=$RESULTS/seq.csv
-  echo "what,latency,repeat,mb_per_s" >"$CSV"
+  echo "build,what,latency,repeat,mb_per_s" >"$CSV"
   "$TIPFS" mount "$META" "$MNT"
   head -c "$SEQ_SIZE" /dev/urandom >"$MNT/seq"
   bytes=$(stat -c %s "$MNT/seq")
   unmount
   for ((r = 0; r < REPEATS; r++)); do
-    echo "rados_bench_seq,-,$r,$(rados_bench seq 4194304 64)" >>"$CSV"
+    echo "-,rados_bench_seq,-,$r,$(rados_bench seq 4194304 64)" >>"$CSV"
     for l in $LATENCIES; do
-      mount_cold --cache-size "$CACHE" --disk-model "$(model "$l")"
-      t=$(now)
-      dd if="$MNT/seq" of=/dev/null bs=1M status=none
-      echo "tipfs,$l,$r,$(mb "$bytes" "$(elapsed_since "$t")")" >>"$CSV"
+      for ((k = 0; k < NB; k++)); do
+        b=$(((k + r) % NB)); use_build "$b"
+        mount_cold --cache-size "$CACHE" --disk-model "$(model "$l")"
+        t=$(now)
+        dd if="$MNT/seq" of=/dev/null bs=1M status=none
+        echo "$b,tipfs,$l,$r,$(mb "$bytes" "$(elapsed_since "$t")")" >>"$CSV"
+      done
     done
   done
   unmount
   echo
   printf 'sequential 1 MiB reads of a %s file, cold, medians of %d (MB/s, MB = 10^6 B)\n' "$SEQ_SIZE" "$REPEATS"
-  base=$(col "$CSV" rados_bench_seq - 4)
-  printf '%-8s %10s %18s %8s\n' L tipfs "rados bench seq" ratio
+  base=$(col "$CSV" - rados_bench_seq - 4)
+  printf '%-6s %-8s %10s %18s %8s\n' build L tipfs "rados bench seq" ratio
   for l in $LATENCIES; do
-    v=$(col "$CSV" tipfs "$l" 4)
-    printf '%-8s %10s %18s %8s\n' "$l" "$v" "$base" "$(ratio "$v" "$base")"
+    for ((b = 0; b < NB; b++)); do
+      v=$(col "$CSV" "$b" tipfs "$l" 4)
+      printf '%-6s %-8s %10s %18s %8s\n' "$b" "$l" "$v" "$base" "$(ratio "$v" "$base")"
+    done
   done
   echo "runs: $CSV"
 fi
 
 if [[ " $PARTS " = *" agrep "* ]]; then
   CSV=$RESULTS/agrep.csv
-  echo "latency,variant,repeat,elapsed_s" >"$CSV"
+  echo "build,latency,variant,repeat,elapsed_s" >"$CSV"
   "$TIPFS" mount "$META" "$MNT"
   PATTERN=$("$GEN" agrep --dir "$MNT" --files "$FILES" --total "$TOTAL" 2>/dev/null | sed 's/.*pattern=//')
   unmount
@@ -151,15 +171,18 @@ if [[ " $PARTS " = *" agrep "* ]]; then
     for l in $LATENCIES; do
       for ((k = 0; k < ${#VARIANTS[@]}; k++)); do
         v=${VARIANTS[(k + r) % ${#VARIANTS[@]}]}
-        mount_cold --cache-size "$CACHE" --disk-model "$(model "$l")"
-        t=$(now)
-        run_variant "$v" >"$WORK/out.$v"
-        echo "$l,$v,$r,$(elapsed_since "$t")" >>"$CSV"
-        # Every variant prints what its original prints.
-        ref=$([[ $v = grep* ]] && echo grep || echo original)
-        if [[ -f $WORK/out.$ref ]] && ! cmp -s "$WORK/out.$ref" "$WORK/out.$v"; then
-          echo "agrep part: $v printed other lines than $ref" >&2; exit 1
-        fi
+        for ((j = 0; j < NB; j++)); do
+          b=$(((j + r + k) % NB)); use_build "$b"
+          mount_cold --cache-size "$CACHE" --disk-model "$(model "$l")"
+          t=$(now)
+          run_variant "$v" >"$WORK/out.$v"
+          echo "$b,$l,$v,$r,$(elapsed_since "$t")" >>"$CSV"
+          # Every variant prints what its original prints.
+          ref=$([[ $v = grep* ]] && echo grep || echo original)
+          if [[ -f $WORK/out.$ref ]] && ! cmp -s "$WORK/out.$ref" "$WORK/out.$v"; then
+            echo "agrep part: $v printed other lines than $ref" >&2; exit 1
+          fi
+        done
       done
     done
   done
@@ -167,13 +190,16 @@ if [[ " $PARTS " = *" agrep "* ]]; then
   echo
   printf 'agrep: %s files, %s; GNU grep -r over the same tree; cache %s, cold, medians of %d (s)\n' \
     "$FILES" "$TOTAL" "$CACHE" "$REPEATS"
-  printf '%-6s %9s %8s %12s %9s %11s %16s %15s %14s\n' L original manual speculating "grep -r" \
-    "grep spec" "manual/original" "spec/original" "grep spec/grep"
+  printf '%-6s %-6s %9s %8s %12s %9s %11s %16s %15s %14s\n' build L original manual speculating \
+    "grep -r" "grep spec" "manual/original" "spec/original" "grep spec/grep"
   for l in $LATENCIES; do
-    o=$(col "$CSV" "$l" original 4) m=$(col "$CSV" "$l" manual 4) s=$(col "$CSV" "$l" speculating 4)
-    g=$(col "$CSV" "$l" grep 4) gs=$(col "$CSV" "$l" grep_speculating 4)
-    printf '%-6s %9s %8s %12s %9s %11s %16s %15s %14s\n' "$l" "$o" "$m" "$s" "$g" "$gs" \
-      "$(ratio "$m" "$o")" "$(ratio "$s" "$o")" "$(ratio "$gs" "$g")"
+    for ((b = 0; b < NB; b++)); do
+      o=$(col "$CSV" "$b" "$l" original 4) m=$(col "$CSV" "$b" "$l" manual 4)
+      s=$(col "$CSV" "$b" "$l" speculating 4)
+      g=$(col "$CSV" "$b" "$l" grep 4) gs=$(col "$CSV" "$b" "$l" grep_speculating 4)
+      printf '%-6s %-6s %9s %8s %12s %9s %11s %16s %15s %14s\n' "$b" "$l" "$o" "$m" "$s" "$g" \
+        "$gs" "$(ratio "$m" "$o")" "$(ratio "$s" "$o")" "$(ratio "$gs" "$g")"
+    done
   done
   echo "(goal with L=2ms: spec/original <= 0.35)"
   echo "runs: $CSV"
@@ -181,27 +207,32 @@ fi
 
 if [[ " $PARTS " = *" random "* ]]; then
   CSV=$RESULTS/random.csv
-  echo "what,latency,repeat,mb_per_s" >"$CSV"
+  echo "build,what,latency,repeat,mb_per_s" >"$CSV"
   "$TIPFS" mount "$META" "$MNT"
   head -c "$RANDOM_SIZE" /dev/urandom >"$MNT/big"
   unmount
   for ((r = 0; r < REPEATS; r++)); do
-    echo "rados_bench_rand_64k,-,$r,$(rados_bench rand 65536 2048)" >>"$CSV"
+    echo "-,rados_bench_rand_64k,-,$r,$(rados_bench rand 65536 2048)" >>"$CSV"
     for l in $LATENCIES; do
-      mount_cold --cache-size "$CACHE" --disk-model "$(model "$l")" --data-cache direct
-      report=$("$RANDOM_READER" --file "$MNT/big" --blocks "$BLOCKS" --seed $((r + 1)) --hints on)
-      echo "tipfs_hinted,$l,$r,$(field mb_per_s "$report")" >>"$CSV"
+      for ((k = 0; k < NB; k++)); do
+        b=$(((k + r) % NB)); use_build "$b"
+        mount_cold --cache-size "$CACHE" --disk-model "$(model "$l")" --data-cache direct
+        report=$("$RANDOM_READER" --file "$MNT/big" --blocks "$BLOCKS" --seed $((r + 1)) --hints on)
+        echo "$b,tipfs_hinted,$l,$r,$(field mb_per_s "$report")" >>"$CSV"
+      done
     done
   done
   unmount
   echo
   printf 'random 64 KiB reads of a %s file, %s blocks, hinted, cold, medians of %d (MB/s)\n' \
     "$RANDOM_SIZE" "$BLOCKS" "$REPEATS"
-  base=$(col "$CSV" rados_bench_rand_64k - 4)
-  printf '%-8s %12s %28s %8s\n' L "tipfs hinted" "rados bench rand 64K x16" ratio
+  base=$(col "$CSV" - rados_bench_rand_64k - 4)
+  printf '%-6s %-8s %12s %28s %8s\n' build L "tipfs hinted" "rados bench rand 64K x16" ratio
   for l in $LATENCIES; do
-    v=$(col "$CSV" tipfs_hinted "$l" 4)
-    printf '%-8s %12s %28s %8s\n' "$l" "$v" "$base" "$(ratio "$v" "$base")"
+    for ((b = 0; b < NB; b++)); do
+      v=$(col "$CSV" "$b" tipfs_hinted "$l" 4)
+      printf '%-6s %-8s %12s %28s %8s\n' "$b" "$l" "$v" "$base" "$(ratio "$v" "$base")"
+    done
   done
   echo "runs: $CSV"
 fi

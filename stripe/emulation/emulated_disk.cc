@@ -133,12 +133,17 @@ void DiskEmulator::OnRealDone(uint64_t id, Result<uint64_t> result) {
     f.result = std::move(result);
     f.real_target = now;
     const DiskModelConfig& config = model_.config();
-    if (!config.ModelsService() && config.slowdown != 1.0) {
-      // Seed 000: delay the notification so the real service time appears K times as long.
-      const int64_t real_service = std::max<int64_t>(0, now - f.arrival);
-      f.real_target = std::max(
-          now, f.arrival + static_cast<int64_t>(
-                               std::llround(config.slowdown * static_cast<double>(real_service))));
+    if (!config.ModelsService()) {
+      if (config.slowdown != 1.0) {
+        // Seed 000: delay the notification so the real service time appears K times as long.
+        const int64_t real_service = std::max<int64_t>(0, now - f.arrival);
+        f.real_target =
+            std::max(now, f.arrival + static_cast<int64_t>(std::llround(
+                                          config.slowdown * static_cast<double>(real_service))));
+      }
+      // The real disk is the service here, so L goes on top of it, as seed 002's apparatus
+      // delayed every message on top of the real network's time (not hidden under it).
+      f.real_target += config.latency_ns;
     }
     if (f.model_deadline >= 0 && now > f.model_deadline && config.ModelsService()) {
       ++extra_.late;

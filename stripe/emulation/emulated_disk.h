@@ -13,8 +13,10 @@
 // profile over a slow directory) its completion decides and the request counts as `late`. Waiting
 // is a Clock::RunAt timer, not a spin of its own: speculation needs the idle CPU (SystemClock spins
 // only the few microseconds its sleeps overrun, within a budget). Under the `none` profile
-// (no modelled service) `slowdown` stretches the measured real service time instead, exactly as
-// seed 000's striping pseudodevice delayed the notification of real completions.
+// (no modelled service) the real disk is the service: `slowdown` stretches the measured real
+// service time, exactly as seed 000's striping pseudodevice delayed the notification of real
+// completions, and L is added after it (real + L, e.g. a modelled network in front of a RADOS
+// cluster's own round trip), where with a modelled service the real one only overlaps.
 //
 // Truncate, Remove, Stat, ListObjects, Usage and SyncAll go straight to the real disk, untimed
 // (they are metadata operations of the backing file system, not requests of the modelled disk).

@@ -253,6 +253,34 @@ TEST_F(EmulatedDiskTest, NoneProfileFollowsTheRealDiskAndSlowdownStretchesIt) {
   EXPECT_EQ(d->at, kNanosPerSecond + 2 * kMs + 5 * kMs);
 }
 
+// Under `none` the real disk is the service, so L is a network in front of it: added to the
+// real completion (here a RADOS round trip), not hidden under it.
+TEST_F(EmulatedDiskTest, NoneProfileAddsLatencyAfterTheRealCompletion) {
+  auto held = std::make_unique<HeldDisk>();
+  HeldDisk* real = held.get();
+  Make("none,L=2ms", std::move(held));
+  char buffer[4000];
+  Completion* c = Submit(DiskRequest::Kind::kRead, 1, 0, buffer, sizeof(buffer));
+  clock_.Advance(3 * kMs);
+  real->Release(0);  // real service 3 ms, longer than L
+  clock_.Advance(2 * kMs - 1);
+  EXPECT_FALSE(c->done);
+  clock_.Advance(1);
+  ASSERT_TRUE(c->done);
+  EXPECT_EQ(c->at, 5 * kMs);
+
+  // Two requests at once, each real 0.5 ms: both at 2.5 ms, L overlapping, not queued.
+  Completion* d = Submit(DiskRequest::Kind::kRead, 1, 0, buffer, sizeof(buffer));
+  Completion* e = Submit(DiskRequest::Kind::kRead, 2, 0, buffer, sizeof(buffer));
+  clock_.Advance(kMs / 2);
+  real->Release(1);
+  real->Release(2);
+  clock_.Advance(2 * kMs);
+  ASSERT_TRUE(d->done && e->done);
+  EXPECT_EQ(d->at, 5 * kMs + kMs / 2 + 2 * kMs);
+  EXPECT_EQ(e->at, d->at);
+}
+
 TEST_F(EmulatedDiskTest, ErrorsFromTheRealDiskArriveAtTheDeadline) {
   // MemDisk cannot fail; an inner disk that does is the point of this test.
   class FailingDisk : public MemDisk {

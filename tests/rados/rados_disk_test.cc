@@ -248,6 +248,58 @@ TEST_F(RadosDiskTest, StatisticsCountRequestsBytesAndLatency) {
       << prometheus;
 }
 
+// With its lease the disk is the volume's only writer, so a size it has stat'ed is answered
+// again without a round trip, and its own writes, truncates and removes show at once. (The file
+// system stats every disk of a file at each lookup.)
+TEST_F(RadosDiskTest, LeasedDiskAnswersStatFromWhatItHasSeen) {
+  disk_.reset();
+  {
+    Result<std::unique_ptr<RadosNamespace>> ns = namespace_.Open(&connections_);
+    ASSERT_TRUE(ns.ok());
+    ASSERT_TRUE((*ns)->WriteFullObject(kLabelName, "label").ok());
+  }
+  disk_ = OpenDisk(65536, /*with_lease=*/true);
+  ASSERT_NE(disk_, nullptr);
+  auto operations = [this] { return disk_->Stats().operations; };
+  ASSERT_TRUE(Write(5, 0, std::string(20000, 'a')).ok());
+  uint64_t ops = operations();
+  EXPECT_EQ(disk_->Stat(5)->size, 20000u);
+  EXPECT_EQ(operations(), ops + 1);  // size and records in one op
+  ops = operations();
+  EXPECT_EQ(disk_->Stat(5)->allocated_bytes, 20000u);
+  EXPECT_EQ(operations(), ops);
+  ASSERT_TRUE(Write(5, 30000, "b").ok());
+  EXPECT_EQ(disk_->Stat(5)->size, 30001u);
+  ASSERT_TRUE(Write(5, 70000, "c").ok());  // part 1
+  EXPECT_EQ(disk_->Stat(5)->size, 70001u);
+  EXPECT_EQ(disk_->Stat(5)->allocated_bytes, 30001u + 70001u - 65536u);
+  ASSERT_TRUE(disk_->Truncate(5, 100).ok());
+  EXPECT_EQ(disk_->Stat(5)->size, 100u);
+  ASSERT_TRUE(disk_->Remove(5).ok());
+  EXPECT_EQ(disk_->Stat(5).error(), ENOENT);
+
+  // More records than one omap call returns: the Stat pages through them.
+  disk_.reset();
+  disk_ = OpenDisk(4096, /*with_lease=*/true);
+  ASSERT_NE(disk_, nullptr);
+  const uint64_t parts = 1100;  // records 1..1099, past one page of 1024 keys
+  ASSERT_TRUE(Write(8, 0, std::string(parts * 4096, 'r')).ok());
+  EXPECT_EQ(disk_->Stat(8)->size, parts * 4096);
+  EXPECT_EQ(disk_->Stat(8)->allocated_bytes, parts * 4096);
+  ASSERT_TRUE(disk_->Remove(8).ok());
+
+  // Without a lease another client may write, so every Stat asks.
+  disk_.reset();
+  disk_ = OpenDisk(65536);
+  ASSERT_NE(disk_, nullptr);
+  ASSERT_TRUE(Write(6, 0, "short").ok());
+  EXPECT_EQ(disk_->Stat(6)->size, 5u);
+  const rados_ioctx_t io = disk_->rados_namespace().ioctx();
+  ASSERT_EQ(rados_write(io, RadosDisk::PartName(6, 0).c_str(), "longer", 6, 5), 0);
+  EXPECT_EQ(disk_->Stat(6)->size, 11u);
+  ASSERT_TRUE(disk_->Remove(6).ok());
+}
+
 // The lease: a second holder is refused with a message naming the first; a lease nobody renews
 // runs out and may then be taken; a tipfs of this host that died leaves a lock that is broken
 // at once; one of another host is respected.
