@@ -21,15 +21,24 @@ bool ForkPolicy::ForkNow(int64_t now_nanos, int64_t last_read_nanos) {
     ++deferred_break_even_;
     return false;
   }
-  if (options_.budget_fraction > 0) {
-    const double allowed = static_cast<double>(options_.first_allowance_nanos) +
-                           options_.budget_fraction * static_cast<double>(now_nanos - start_nanos_);
-    if (static_cast<double>(overhead_nanos_ - saved_nanos_) > allowed) {
-      ++deferred_budget_;
-      return false;
-    }
+  if (options_.budget_fraction > 0 &&
+      static_cast<double>(overhead_nanos_ - saved_nanos_) > Allowed(now_nanos)) {
+    ++deferred_budget_;
+    return false;
   }
   return true;
+}
+
+bool ForkPolicy::OverBudget(int64_t now_nanos, int64_t unbilled_nanos, int64_t saved_nanos) const {
+  if (options_.budget_fraction <= 0) return false;
+  const int64_t net = overhead_nanos_ + std::max<int64_t>(unbilled_nanos, 0) - saved_nanos_ -
+                      std::max<int64_t>(saved_nanos, 0);
+  return static_cast<double>(net) > Allowed(now_nanos);
+}
+
+double ForkPolicy::Allowed(int64_t now_nanos) const {
+  return static_cast<double>(options_.first_allowance_nanos) +
+         options_.budget_fraction * static_cast<double>(now_nanos - start_nanos_);
 }
 
 void ForkPolicy::ChargeChild(int64_t nanos) {

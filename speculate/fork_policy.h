@@ -19,7 +19,9 @@
 //     than a fork, for one); a child that pays clears the bar.
 //  4. Budget: what speculation has cost the program, less what its children saved, stays under
 //     `budget_fraction` of the time since Start, plus a small first allowance so that the first
-//     child can be tried at all.
+//     child can be tried at all. A running child the program keeps reading ahead of is ended
+//     once what it has cost so far would break the budget (OverBudget): a child that never gets
+//     ahead is judged before it has spent the whole run.
 // Not thread-safe: the Speculator calls it under its lock.
 #pragma once
 
@@ -48,6 +50,11 @@ class ForkPolicy {
   // Counts the opportunities it turns down, by rule.
   bool ForkNow(int64_t now_nanos, int64_t last_read_nanos);
 
+  // Rule 4 for the running child, while the program reads ahead of it: true when it has cost
+  // `unbilled_nanos` on top of what was charged to it and saved `saved_nanos` so far, and that
+  // takes speculation over the budget.
+  bool OverBudget(int64_t now_nanos, int64_t unbilled_nanos, int64_t saved_nanos) const;
+
   // A cost of speculation no child is answerable for (faults between children).
   void Charge(int64_t nanos) { overhead_nanos_ += nanos > 0 ? nanos : 0; }
   // A cost of the running (or just ended) child: charged to the budget and to its account.
@@ -68,6 +75,9 @@ class ForkPolicy {
   int64_t break_even_nanos() const { return break_even_nanos_; }
 
  private:
+  // Rule 4: what speculation may have cost (net of savings) by `now_nanos`.
+  double Allowed(int64_t now_nanos) const;
+
   ForkPolicyOptions options_;
   int64_t start_nanos_ = 0;
   int64_t overhead_nanos_ = 0;

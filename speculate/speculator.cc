@@ -372,10 +372,17 @@ void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) 
     EndChild(StopCause::kBehind);
     return;
   }
-  if (owed_count_ % kDeathCheckInterval == kDeathCheckInterval - 1) {
+  if (counters_.reads_behind % kDeathCheckInterval == kDeathCheckInterval - 1) {
     Reaped reaped{};
     if (WaitChild(child_pid_, &reaped.status, WNOHANG, &reaped.cpu_nanos) == child_pid_) {
       EndChild(StopCause::kChildEnded, &reaped);  // died without a word
+      return;
+    }
+    // A child that trails the program hints nothing it does not read already: it may still get
+    // ahead, but not at any price.
+    if (policy_.OverBudget(NowNanos(), UnbilledChildNanos(CpuNanosOf(child_pid_)),
+                           child_saved_nanos_.load(std::memory_order_relaxed))) {
+      EndChild(StopCause::kLosing);
       return;
     }
   }
@@ -615,6 +622,7 @@ void Speculator::EndChild(StopCause cause, const Reaped* reaped) {
   const int64_t start = NowNanos();
   if (cause == StopCause::kMismatch) ++counters_.offtrack_mismatch;
   if (cause == StopCause::kBehind) ++counters_.offtrack_behind;
+  if (cause == StopCause::kLosing) ++counters_.ended_over_budget;
   pid_t pid = child_pid_;
   child_pid_ = 0;
   child_running_.store(false, std::memory_order_relaxed);
@@ -654,11 +662,14 @@ void Speculator::EndChild(StopCause cause, const Reaped* reaped) {
   child_consumed_ = 0;
 }
 
+int64_t Speculator::UnbilledChildNanos(int64_t cpu_nanos) const {
+  return cpu_nanos +
+         static_cast<int64_t>(log_->appended.load(std::memory_order_acquire)) * kChildReadNanos;
+}
+
 bool Speculator::JudgeChild(int64_t cpu_nanos, int64_t teardown_nanos) {
   child_cpu_nanos_ += cpu_nanos;
-  const int64_t reads = static_cast<int64_t>(log_->appended.load(std::memory_order_acquire));
-  policy_.ChargeChild(cpu_nanos + reads * kChildReadNanos + FaultNanosSinceLastCall() +
-                      teardown_nanos);
+  policy_.ChargeChild(UnbilledChildNanos(cpu_nanos) + FaultNanosSinceLastCall() + teardown_nanos);
   const uint64_t paid_before = policy_.children_paid();
   policy_.ChildEnded(child_consumed_, child_saved_nanos_.exchange(0, std::memory_order_relaxed));
   return policy_.children_paid() > paid_before;

@@ -108,7 +108,8 @@ class Speculator {
     uint64_t dev;
     uint64_t ino;
   };
-  enum class StopCause { kMismatch, kBehind, kChildEnded, kExec, kStop };
+  // kLosing: behind, and what it cost so far would break the budget (ForkPolicy::OverBudget).
+  enum class StopCause { kMismatch, kBehind, kLosing, kChildEnded, kExec, kStop };
 
   // A read the program did before its child had logged it (the child not ahead yet).
   struct OwedRead {
@@ -171,6 +172,9 @@ class Speculator {
   // REQUIRES: mu_ held. Charges the ended child (`cpu_nanos`, its reads, its faults, `teardown`)
   // and has the policy judge it.
   bool JudgeChild(int64_t cpu_nanos, int64_t teardown_nanos);
+  // REQUIRES: mu_ held, a child running. What it has cost that is charged only when it ends:
+  // its CPU time so far and the daemon's work for its reads.
+  int64_t UnbilledChildNanos(int64_t cpu_nanos) const;
   // REQUIRES: mu_ held. Counts what the child of `slot` did, from its log and wait status.
   void RecordChildExit(int slot, int wait_status);
   // REQUIRES: mu_ held. Reaps the killed children that have exited (all of them, waiting, when

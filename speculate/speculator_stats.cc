@@ -121,6 +121,7 @@ void Speculator::PrintStatsIfAsked() {
       {"forks_deferred_break_even", c.forks_deferred_break_even},
       {"forks_deferred_budget", c.forks_deferred_budget},
       {"forks_deferred_no_log", c.forks_deferred_no_log},
+      {"ended_over_budget", c.ended_over_budget},
   };
   std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
   for (const auto& [name, value] : fields) {

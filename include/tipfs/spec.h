@@ -114,6 +114,8 @@ struct tipspec_counters {
                                          last lost child would have had to save */
   uint64_t forks_deferred_budget;     /* overhead_nanos - saved_nanos over the budget */
   uint64_t forks_deferred_no_log;     /* every hint log still held by a dying child */
+  uint64_t ended_over_budget;         /* children ended while the program read ahead of them,
+                                         once their cost would have broken the budget */
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

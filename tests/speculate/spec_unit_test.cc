@@ -240,6 +240,17 @@ TEST(ForkPolicyTest, TheBudgetCountsEveryCostOfAChildAndCreditsWhatChildrenSaved
   EXPECT_TRUE(policy.ForkNow(300 * kMs, kLongStall));
 }
 
+TEST(ForkPolicyTest, ARunningChildIsOverBudgetOnceWhatItCostSoFarBreaksTheBudget) {
+  ForkPolicy policy = MakePolicy(0.01, 255);
+  policy.ChargeChild(1 * kMs);  // its fork
+  EXPECT_FALSE(policy.OverBudget(0, 1 * kMs, 0)) << "2 ms spent, 2 ms allowed";
+  EXPECT_TRUE(policy.OverBudget(0, 1 * kMs + 1, 0));
+  EXPECT_FALSE(policy.OverBudget(0, 4 * kMs, 3 * kMs)) << "what it saved so far counts";
+  EXPECT_FALSE(policy.OverBudget(400 * kMs, 5 * kMs, 0)) << "6 ms spent, 6 ms allowed";
+  ForkPolicy unlimited = MakePolicy(0, 0);
+  EXPECT_FALSE(unlimited.OverBudget(0, 1'000 * kMs, 0));
+}
+
 class SharedLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
