@@ -372,7 +372,8 @@ void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) 
     EndChild(StopCause::kBehind);
     return;
   }
-  if (counters_.reads_behind % kDeathCheckInterval == kDeathCheckInterval - 1) {
+  // Every 8th read this child is behind (not at its first: a fresh child is still setting up).
+  if (++child_reads_behind_ % kDeathCheckInterval == 0) {
     Reaped reaped{};
     if (WaitChild(child_pid_, &reaped.status, WNOHANG, &reaped.cpu_nanos) == child_pid_) {
       EndChild(StopCause::kChildEnded, &reaped);  // died without a word
@@ -554,6 +555,7 @@ void Speculator::Fork() {
   child_pid_ = static_cast<pid_t>(pid);
   child_consumed_ = 0;
   child_saved_nanos_.store(0, std::memory_order_relaxed);
+  child_reads_behind_ = 0;
   owed_head_ = owed_count_ = 0;
   child_running_.store(true, std::memory_order_relaxed);
   policy_.ChargeChild(NowNanos() - start);

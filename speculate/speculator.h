@@ -222,7 +222,8 @@ class Speculator {
   bool ever_forked_ = false;
   int64_t last_read_nanos_ = 0;
   ForkPolicy policy_;
-  uint64_t child_consumed_ = 0;  // hints of the running child the program used
+  uint64_t child_consumed_ = 0;      // hints of the running child the program used
+  uint64_t child_reads_behind_ = 0;  // reads the program did before the running child
   // Stall its used hints saved the program: added by the thread speculation follows (AfterRead,
   // no lock), taken under mu_ when the child ends.
   std::atomic<int64_t> child_saved_nanos_{0};
