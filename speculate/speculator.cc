@@ -32,6 +32,11 @@ constexpr int kLockstepMaxPolls = 100;  // a child silent for ~10 s is declared 
 // loaded two-core machine; a fault that only re-enables writing costs less. Other faults (fresh
 // memory) are charged too, so the estimate errs on the side of forking less.
 constexpr int64_t kFaultNanos = 2000;
+// What one of a child's reads costs the machine besides the child's own CPU, charged to the
+// child: a FUSE round trip through the daemon, which shares the cores with the program. 32 us is
+// that of a read the cache holds, measured with fio (bench/fast/README.md); a read that makes a
+// hint of a block not cached costs the daemon more, so this errs on the side of forking more.
+constexpr int64_t kChildReadNanos = 32'000;
 // How often (in reads behind) the program looks whether a silent child has died.
 constexpr size_t kDeathCheckInterval = 8;
 // "Soon after" its first read without data: a child that logged at most this many reads after it
@@ -52,12 +57,26 @@ pid_t ThreadId() {
 }
 
 // Waits for a child created with exit signal 0 (it never sends SIGCHLD, and wait(2) calls of
-// the program without __WALL/__WCLONE never see it).
-pid_t WaitChild(pid_t pid, int* status, int flags) {
+// the program without __WALL/__WCLONE never see it). `cpu_nanos`: the CPU time it used.
+pid_t WaitChild(pid_t pid, int* status, int flags, int64_t* cpu_nanos = nullptr) {
   for (;;) {
-    pid_t r = waitpid(pid, status, flags | __WCLONE);
+    struct rusage usage = {};
+    pid_t r = wait4(pid, status, flags | __WCLONE, &usage);
+    if (r == pid && cpu_nanos != nullptr) {
+      *cpu_nanos =
+          (static_cast<int64_t>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)) * 1'000'000'000 +
+          (static_cast<int64_t>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)) * 1000;
+    }
     if (r >= 0 || errno != EINTR) return r;
   }
+}
+
+// The CPU time a child not reaped yet has used so far (0 if the kernel cannot say).
+int64_t CpuNanosOf(pid_t pid) {
+  clockid_t clock;
+  struct timespec ts;
+  if (clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -203,8 +222,10 @@ Speculator::ReadTicket Speculator::BeforeRead(int fd, int64_t explicit_offset) {
     RecordPendingRead();
     if (check) {
       if (!active()) return {};
+      read_hinted_ = false;
       CheckRead(fds_[fd].dev, fds_[fd].ino, static_cast<uint64_t>(ticket.offset));
       if (InSpeculativeChild()) return {};  // we are the fresh child, about to run ahead
+      ticket.hinted = read_hinted_;
     }
   }
   ticket.start_nanos = NowNanos();
@@ -214,12 +235,31 @@ Speculator::ReadTicket Speculator::BeforeRead(int fd, int64_t explicit_offset) {
 void Speculator::AfterRead(const ReadTicket& ticket, int fd, ssize_t result) {
   if (ticket.start_nanos <= 0) return;
   last_read_nanos_ = NowNanos() - ticket.start_nanos;
+  if (result > 0) AccountRead(ticket.hinted, last_read_nanos_);
   if (result <= 0 || ticket.offset < 0 || !history_reads_.load(std::memory_order_relaxed)) return;
   // No lock here: BeforeRead of this read found no read waiting (it recorded it), and only this
   // thread makes one.
   pending_read_ = PendingRead{fd, fds_[fd].dev, fds_[fd].ino, static_cast<uint64_t>(ticket.offset),
                               static_cast<uint64_t>(result)};
   pending_read_ready_.store(true, std::memory_order_release);
+}
+
+// A read at the end of a file (or past it) fetches nothing and saves nothing: only reads that
+// returned data count on either side. The estimate is the run's mean, so hinted reads are set
+// against reads of the same program on the same disks.
+void Speculator::AccountRead(bool hinted, int64_t took) {
+  if (!hinted) {
+    unhinted_read_nanos_ += took;
+    ++unhinted_reads_;
+    return;
+  }
+  if (unhinted_reads_ == 0) return;
+  const int64_t without_hint = unhinted_read_nanos_ / static_cast<int64_t>(unhinted_reads_);
+  if (without_hint > took) {
+    child_saved_nanos_.store(
+        child_saved_nanos_.load(std::memory_order_relaxed) + without_hint - took,
+        std::memory_order_relaxed);  // this thread is the only writer
+  }
 }
 
 void Speculator::RecordPendingRead() {
@@ -314,6 +354,7 @@ void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) 
     MatchResult match = log_->MatchNext(dev, ino, offset);
     if (match == MatchResult::kMatched) {
       ++counters_.reads_on_track;
+      read_hinted_ = true;
       Consumed();
       return;
     }
@@ -331,10 +372,18 @@ void Speculator::CheckAgainstChild(uint64_t dev, uint64_t ino, uint64_t offset) 
     EndChild(StopCause::kBehind);
     return;
   }
-  if (owed_count_ % kDeathCheckInterval == kDeathCheckInterval - 1) {
-    int status = 0;
-    if (WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {  // died without a word
-      EndChild(StopCause::kChildEnded, &status);
+  // Every 8th read this child is behind (not at its first: a fresh child is still setting up).
+  if (++child_reads_behind_ % kDeathCheckInterval == 0) {
+    Reaped reaped{};
+    if (WaitChild(child_pid_, &reaped.status, WNOHANG, &reaped.cpu_nanos) == child_pid_) {
+      EndChild(StopCause::kChildEnded, &reaped);  // died without a word
+      return;
+    }
+    // A child that trails the program hints nothing it does not read already: it may still get
+    // ahead, but not at any price.
+    if (policy_.OverBudget(NowNanos(), UnbilledChildNanos(CpuNanosOf(child_pid_)),
+                           child_saved_nanos_.load(std::memory_order_relaxed))) {
+      EndChild(StopCause::kLosing);
       return;
     }
   }
@@ -352,6 +401,7 @@ void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
     MatchResult match = log_->MatchNext(dev, ino, offset);
     if (match == MatchResult::kMatched) {
       ++counters_.reads_on_track;
+      read_hinted_ = true;
       Consumed();
       WaitForChildsRead(log_->consumed.load());
       return;
@@ -375,10 +425,10 @@ void Speculator::CheckInLockstep(uint64_t dev, uint64_t ino, uint64_t offset) {
       FutexWait(&log_->appended_seq, seen, kLockstepPollNanos);
     }
     log_->parent_waiting.store(0, std::memory_order_relaxed);
-    int status = 0;
+    Reaped reaped{};
     if (log_->Outstanding() == 0 && log_->ended.load() == 0 &&
-        WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
-      EndChild(StopCause::kChildEnded, &status);  // reaped here; the log says nothing more
+        WaitChild(child_pid_, &reaped.status, WNOHANG, &reaped.cpu_nanos) == child_pid_) {
+      EndChild(StopCause::kChildEnded, &reaped);  // reaped here; the log says nothing more
     }
   }
 }
@@ -395,10 +445,10 @@ void Speculator::WaitForChildsRead(uint64_t entries) {
       FutexWait(&log_->reads_done_seq, seen, kLockstepPollNanos);
     }
     log_->parent_waiting.store(0, std::memory_order_relaxed);
-    int status = 0;
+    Reaped reaped{};
     if (log_->reads_done.load() < entries && log_->ended.load() == 0 &&
-        WaitChild(child_pid_, &status, WNOHANG) == child_pid_) {
-      EndChild(StopCause::kChildEnded, &status);
+        WaitChild(child_pid_, &reaped.status, WNOHANG, &reaped.cpu_nanos) == child_pid_) {
+      EndChild(StopCause::kChildEnded, &reaped);
     }
   }
 }
@@ -411,7 +461,7 @@ bool Speculator::MayFork() const {
 
 bool Speculator::ForkDue() {
   if (!MayFork()) return false;
-  if (!policy_.ForkNow(NowNanos())) return false;
+  if (!policy_.ForkNow(NowNanos(), last_read_nanos_)) return false;
   if (fork_at_next_read_ && !policy_.Stalled(last_read_nanos_)) ++counters_.forks_at_once;
   fork_at_next_read_ = false;
   return true;
@@ -447,13 +497,15 @@ void Speculator::SaveLearnedSites() {
   sites_unsaved_ = false;
 }
 
-void Speculator::ChargeFaults() {
+int64_t Speculator::FaultNanosSinceLastCall() {
   struct rusage usage;
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return;
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  int64_t nanos = 0;
   if (faults_charged_ >= 0 && usage.ru_minflt > faults_charged_) {
-    policy_.Charge((usage.ru_minflt - faults_charged_) * kFaultNanos);
+    nanos = (usage.ru_minflt - faults_charged_) * kFaultNanos;
   }
   faults_charged_ = usage.ru_minflt;
+  return nanos;
 }
 
 // A vfork child (posix_spawn's, or the program's own vfork) shares the program's memory: what it
@@ -471,7 +523,8 @@ void Speculator::Fork() {
     ++forks_without_slot_;
     return;
   }
-  ChargeFaults();  // the faults since the last fork: that fork's copy-on-write aftermath
+  // Faults since the last child ended: the copy-on-write aftermath of the forks before.
+  policy_.Charge(FaultNanosSinceLastCall());
   slot_ = slot;
   log_ = slots_[slot].log;
   log_->Reset(options_.max_ahead_hints, options_.max_ahead_bytes, options_.max_tainted_bytes);
@@ -501,9 +554,11 @@ void Speculator::Fork() {
   slots_[slot] = LogSlot{log_, static_cast<pid_t>(pid), epoch_, false};
   child_pid_ = static_cast<pid_t>(pid);
   child_consumed_ = 0;
+  child_saved_nanos_.store(0, std::memory_order_relaxed);
+  child_reads_behind_ = 0;
   owed_head_ = owed_count_ = 0;
   child_running_.store(true, std::memory_order_relaxed);
-  policy_.Charge(NowNanos() - start);
+  policy_.ChargeChild(NowNanos() - start);
 }
 
 void Speculator::RecordChildExit(int slot, int wait_status) {
@@ -565,33 +620,32 @@ void Speculator::ReapKilledChildren(bool wait) {
 
 // The program does not wait for a killed child to exit (ReapKilledChildren does that later): its
 // hints are cancelled now, and its log is not reused until it is reaped.
-void Speculator::EndChild(StopCause cause, const int* reaped_status) {
+void Speculator::EndChild(StopCause cause, const Reaped* reaped) {
   const int64_t start = NowNanos();
   if (cause == StopCause::kMismatch) ++counters_.offtrack_mismatch;
   if (cause == StopCause::kBehind) ++counters_.offtrack_behind;
+  if (cause == StopCause::kLosing) ++counters_.ended_over_budget;
   pid_t pid = child_pid_;
   child_pid_ = 0;
   child_running_.store(false, std::memory_order_relaxed);
   owed_head_ = owed_count_ = 0;
   if (pid <= 0) return;
   LearnFrom(cause);
-  policy_.ChildEnded(child_consumed_);
-  // A child whose hints the program used ended: the next one goes at the next read, so that a
-  // loop of open-read-parse keeps the next file in flight.
-  fork_at_next_read_ = child_consumed_ > 0 && cause == StopCause::kChildEnded;
-  child_consumed_ = 0;
   // A child that ended by itself leaves its clean hints (made on real data: the program will
   // read them); one that went off track, fell behind or was stopped leaves none.
   const bool keep_clean = cause == StopCause::kChildEnded;
   slots_[slot_].keep_clean = keep_clean;
   int status = 0;
-  if (reaped_status != nullptr) {
-    RecordChildExit(slot_, *reaped_status);
+  int64_t cpu_nanos = 0;
+  if (reaped != nullptr) {
+    cpu_nanos = reaped->cpu_nanos;
+    RecordChildExit(slot_, reaped->status);
     slots_[slot_].child = 0;
-  } else if (WaitChild(pid, &status, WNOHANG) == pid) {
+  } else if (WaitChild(pid, &status, WNOHANG, &cpu_nanos) == pid) {
     RecordChildExit(slot_, status);
     slots_[slot_].child = 0;
   } else {
+    cpu_nanos = CpuNanosOf(pid);  // what it does between the kill and its exit is not counted
     kill(pid, SIGKILL);
     // At idle priority a killed child may wait long for a core to die on, holding its log (and
     // its copy-on-write pages). A normal policy (still at nice 19, which needs no privilege)
@@ -603,7 +657,24 @@ void Speculator::EndChild(StopCause cause, const int* reaped_status) {
   // at): no round trip to the mount. If it logs something before the kill takes, the cancel at
   // its reaping covers it.
   if (log_->appended.load() > 0) sink_.Cancel(stream_, epoch_, /*tainted_only=*/keep_clean);
-  policy_.Charge(NowNanos() - start);
+  const bool paid = JudgeChild(cpu_nanos, NowNanos() - start);
+  // A child that paid ended: the next one goes at the next read, so that a loop of
+  // open-read-parse keeps the next file in flight.
+  fork_at_next_read_ = paid && cause == StopCause::kChildEnded;
+  child_consumed_ = 0;
+}
+
+int64_t Speculator::UnbilledChildNanos(int64_t cpu_nanos) const {
+  return cpu_nanos +
+         static_cast<int64_t>(log_->appended.load(std::memory_order_acquire)) * kChildReadNanos;
+}
+
+bool Speculator::JudgeChild(int64_t cpu_nanos, int64_t teardown_nanos) {
+  child_cpu_nanos_ += cpu_nanos;
+  policy_.ChargeChild(UnbilledChildNanos(cpu_nanos) + FaultNanosSinceLastCall() + teardown_nanos);
+  const uint64_t paid_before = policy_.children_paid();
+  policy_.ChildEnded(child_consumed_, child_saved_nanos_.exchange(0, std::memory_order_relaxed));
+  return policy_.children_paid() > paid_before;
 }
 
 void Speculator::BeforeExec() {
@@ -642,6 +713,10 @@ void Speculator::AfterForkInChild() {
   forks_without_slot_ = 0;
   children_waiting_ = 0;
   child_consumed_ = 0;
+  child_saved_nanos_.store(0);
+  unhinted_read_nanos_ = 0;
+  unhinted_reads_ = 0;
+  child_cpu_nanos_ = 0;
   // The sites stay (same binaries); saving them is the parent's business.
   sites_known_ = sites_.size();
   sites_learned_ = 0;

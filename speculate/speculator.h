@@ -77,6 +77,7 @@ class Speculator {
   struct ReadTicket {
     int64_t start_nanos = 0;
     int64_t offset = -1;
+    bool hinted = false;  // it matched the running child's next logged read
   };
   // Around a real read of `fd` at `explicit_offset` (< 0: the current offset). BeforeRead checks
   // the read against the child (and forks), AfterRead measures the stall and hands the read
@@ -107,7 +108,8 @@ class Speculator {
     uint64_t dev;
     uint64_t ino;
   };
-  enum class StopCause { kMismatch, kBehind, kChildEnded, kExec, kStop };
+  // kLosing: behind, and what it cost so far would break the budget (ForkPolicy::OverBudget).
+  enum class StopCause { kMismatch, kBehind, kLosing, kChildEnded, kExec, kStop };
 
   // A read the program did before its child had logged it (the child not ahead yet).
   struct OwedRead {
@@ -151,12 +153,28 @@ class Speculator {
   // The mount's count of the hinted blocks this process consumed, by source (all zero in log
   // mode or when the mount cannot say).
   void QueryMount(tipspec_counters* out) const;
-  // REQUIRES: mu_ held. Charges the minor faults since the last call (copy-on-write after forks).
-  void ChargeFaults();
+  // REQUIRES: mu_ held. What the minor faults since the last call cost (copy-on-write after
+  // forks; 0 before the first fork).
+  int64_t FaultNanosSinceLastCall();
+  // The thread speculation follows, after a read of `took` nanoseconds that returned data: a read
+  // without a hint adds to the estimate of what a read costs, one with a hint saved the running
+  // child's account the difference.
+  void AccountRead(bool hinted, int64_t took);
   bool InProgramProcess() const;
   void Fork();
-  // `reaped_status`: the child was already reaped with that status.
-  void EndChild(StopCause cause, const int* reaped_status = nullptr);
+  // A child reaped already: its wait status and the CPU time it used.
+  struct Reaped {
+    int status;
+    int64_t cpu_nanos;
+  };
+  // `reaped`: the child was already reaped.
+  void EndChild(StopCause cause, const Reaped* reaped = nullptr);
+  // REQUIRES: mu_ held. Charges the ended child (`cpu_nanos`, its reads, its faults, `teardown`)
+  // and has the policy judge it.
+  bool JudgeChild(int64_t cpu_nanos, int64_t teardown_nanos);
+  // REQUIRES: mu_ held, a child running. What it has cost that is charged only when it ends:
+  // its CPU time so far and the daemon's work for its reads.
+  int64_t UnbilledChildNanos(int64_t cpu_nanos) const;
   // REQUIRES: mu_ held. Counts what the child of `slot` did, from its log and wait status.
   void RecordChildExit(int slot, int wait_status);
   // REQUIRES: mu_ held. Reaps the killed children that have exited (all of them, waiting, when
@@ -205,6 +223,17 @@ class Speculator {
   int64_t last_read_nanos_ = 0;
   ForkPolicy policy_;
   uint64_t child_consumed_ = 0;      // hints of the running child the program used
+  uint64_t child_reads_behind_ = 0;  // reads the program did before the running child
+  // Stall its used hints saved the program: added by the thread speculation follows (AfterRead,
+  // no lock), taken under mu_ when the child ends.
+  std::atomic<int64_t> child_saved_nanos_{0};
+  // The program's reads that returned data without a hint (the thread speculation follows
+  // only): their mean is what a hinted read would have cost without its hint.
+  int64_t unhinted_read_nanos_ = 0;
+  uint64_t unhinted_reads_ = 0;
+  // The read being checked matched the child's log (set by CheckRead under mu_, for BeforeRead).
+  bool read_hinted_ = false;
+  int64_t child_cpu_nanos_ = 0;      // CPU time of the children ended so far
   long faults_charged_ = -1;         // minor faults counted so far; -1 before the first fork
   uint64_t forks_without_slot_ = 0;  // fork chances skipped: every log held by a dying child
   uint64_t children_waiting_ = 0;    // children forked waiting for every read

@@ -45,9 +45,17 @@ void Speculator::Query(tipspec_counters* out) {
     }
     out->epoch = epoch_;
     out->active = active() ? 1 : 0;
-    out->forks_deferred =
-        policy_.deferred_backoff() + policy_.deferred_budget() + forks_without_slot_;
+    out->forks_deferred_backoff = policy_.deferred_backoff();
+    out->forks_deferred_break_even = policy_.deferred_break_even();
+    out->forks_deferred_budget = policy_.deferred_budget();
+    out->forks_deferred_no_log = forks_without_slot_;
+    out->forks_deferred = out->forks_deferred_backoff + out->forks_deferred_break_even +
+                          out->forks_deferred_budget + out->forks_deferred_no_log;
     out->overhead_nanos = static_cast<uint64_t>(policy_.overhead_nanos());
+    out->saved_nanos = static_cast<uint64_t>(policy_.saved_nanos());
+    out->children_paid = policy_.children_paid();
+    out->children_lost = policy_.children_lost();
+    out->child_cpu_nanos = static_cast<uint64_t>(child_cpu_nanos_);
     out->children_waiting = children_waiting_;
     out->sites_known = sites_known_;
     out->sites_learned = sites_learned_;
@@ -105,6 +113,15 @@ void Speculator::PrintStatsIfAsked() {
       {"history_files_changed", c.history_files_changed},
       {"history_recorded", c.history_recorded},
       {"mount_consumed_history", c.mount_consumed_history},
+      {"children_paid", c.children_paid},
+      {"children_lost", c.children_lost},
+      {"saved_nanos", c.saved_nanos},
+      {"child_cpu_nanos", c.child_cpu_nanos},
+      {"forks_deferred_backoff", c.forks_deferred_backoff},
+      {"forks_deferred_break_even", c.forks_deferred_break_even},
+      {"forks_deferred_budget", c.forks_deferred_budget},
+      {"forks_deferred_no_log", c.forks_deferred_no_log},
+      {"ended_over_budget", c.ended_over_budget},
   };
   std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
   for (const auto& [name, value] : fields) {

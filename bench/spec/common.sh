@@ -46,7 +46,7 @@ tipspec() {
   awk -v k="tipspec.$1" '$1 == k {s += $2} END {print s + 0}' "$WORK/tipspec.txt"
 }
 # The columns every run row carries after its own: the mount's and libtipspec's counters.
-COUNTER_HEADER="demand_reads,demand_misses,spec_consumed_blocks,hints_prefetched,hints_used,hints_evicted_unused,hints_cancelled,spec_reads,spec_eagain,forks,restarts,hints_consumed,hint_bytes_issued,hint_bytes_consumed,reads_behind,offtrack_behind,offtrack_mismatch,forks_deferred,overhead_ms,load1"
+COUNTER_HEADER="demand_reads,demand_misses,spec_consumed_blocks,hints_prefetched,hints_used,hints_evicted_unused,hints_cancelled,spec_reads,spec_eagain,forks,restarts,hints_consumed,hint_bytes_issued,hint_bytes_consumed,reads_behind,offtrack_behind,offtrack_mismatch,forks_deferred,overhead_ms,load1,children_paid,children_lost,saved_ms,ended_over_budget"
 counter_columns() {
   printf '%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s' \
     "$(counter demand.reads)" "$(counter demand.misses)" "$(counter hints.speculative.consumed)" \
@@ -57,4 +57,8 @@ counter_columns() {
     "$(tipspec offtrack_behind)" "$(tipspec offtrack_mismatch)" "$(tipspec forks_deferred)" \
     "$(awk -v n="$(tipspec overhead_nanos)" 'BEGIN {printf "%.1f", n / 1e6}')" \
     "$(cut -d' ' -f1 /proc/loadavg)"
+  # How the fork policy judged the children (0 from a libtipspec that does not count them).
+  printf ',%s,%s,%s,%s' "$(tipspec children_paid)" "$(tipspec children_lost)" \
+    "$(awk -v n="$(tipspec saved_nanos)" 'BEGIN {printf "%.1f", n / 1e6}')" \
+    "$(tipspec ended_over_budget)"
 }

@@ -85,18 +85,21 @@ machine_note
 printf 'compare: %s files, %s, 4 emulated disks, cache %s, cold, medians of %d\n' "$FILES" \
   "$TOTAL" "$CACHE" "$REPEATS"
 for ((i = 0; i < ${#builds[@]}; i++)); do echo "spec$i: ${builds[i]}"; done
-printf '%-10s %-6s %-9s %9s %9s %7s %7s %9s %11s\n' profile prog variant "s" "/orig" forks \
-  deferred "consumed" "overhead ms"
+printf '%-10s %-6s %-9s %9s %9s %7s %7s %9s %11s %5s %5s %8s\n' profile prog variant "s" "/orig" \
+  forks deferred "consumed" "overhead ms" paid lost "saved ms"
 for profile in $PROFILES; do
   for program in $PROGRAMS; do
     o=$(col "$profile" "$program" original elapsed_s)
     for v in "${variants[@]}"; do
       s=$(col "$profile" "$program" "$v" elapsed_s)
-      printf '%-10s %-6s %-9s %9s %9s %7s %7s %9s %11s\n' "$profile" "$program" "$v" "$s" \
+      printf '%-10s %-6s %-9s %9s %9s %7s %7s %9s %11s %5s %5s %8s\n' "$profile" "$program" "$v" "$s" \
         "$(ratio "$s" "$o")" "$(col "$profile" "$program" "$v" forks)" \
         "$(col "$profile" "$program" "$v" forks_deferred)" \
         "$(col "$profile" "$program" "$v" hints_consumed)" \
-        "$(col "$profile" "$program" "$v" overhead_ms)"
+        "$(col "$profile" "$program" "$v" overhead_ms)" \
+        "$(col "$profile" "$program" "$v" children_paid)" \
+        "$(col "$profile" "$program" "$v" children_lost)" \
+        "$(col "$profile" "$program" "$v" saved_ms)"
     done
   done
 done

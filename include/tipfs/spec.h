@@ -71,10 +71,11 @@ struct tipspec_counters {
   uint32_t active;                   /* 1 while speculation is on */
   uint64_t hint_bytes_consumed;      /* bytes of the hints counted in hints_consumed */
   uint64_t reads_behind;             /* program reads done before its child had logged them */
-  uint64_t forks_deferred;           /* fork opportunities skipped: back-off after useless
-                                        children, or the overhead budget */
+  uint64_t forks_deferred;           /* fork opportunities skipped: back-off after lost
+                                        children, break-even, the overhead budget, no free log */
   uint64_t overhead_nanos;           /* estimated cost to the program: forks, ending children,
-                                        copy-on-write faults after forks */
+                                        copy-on-write faults after forks, the children's CPU
+                                        and the daemon's work for their reads */
   uint64_t children_waiting;         /* of the forks, children that waited for every read */
   uint64_t reserved[3];
   /* Since TIPSPEC_API_VERSION 2 (tipspec_query_counters): */
@@ -101,6 +102,20 @@ struct tipspec_counters {
   uint64_t mount_consumed_history; /* the mount's count of this process's consumed hinted blocks:
                                       history */
   uint64_t reserved2[1];
+  /* Added later (tipspec_query_counters; an older library leaves them as they were): how each
+   * child paid off, and why fork opportunities were turned down (forks_deferred is their sum). */
+  uint64_t children_paid;             /* ended children whose used hints saved the program more
+                                         stall time than they cost it */
+  uint64_t children_lost;             /* ended children that did not */
+  uint64_t saved_nanos;               /* estimated stall time the used hints saved */
+  uint64_t child_cpu_nanos;           /* CPU time the children used (part of overhead_nanos) */
+  uint64_t forks_deferred_backoff;    /* skipped: back-off after lost children */
+  uint64_t forks_deferred_break_even; /* the stall was shorter than what each used hint of the
+                                         last lost child would have had to save */
+  uint64_t forks_deferred_budget;     /* overhead_nanos - saved_nanos over the budget */
+  uint64_t forks_deferred_no_log;     /* every hint log still held by a dying child */
+  uint64_t ended_over_budget;         /* children ended while the program read ahead of them,
+                                         once their cost would have broken the budget */
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

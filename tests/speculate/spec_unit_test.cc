@@ -116,58 +116,139 @@ ForkPolicy MakePolicy(double budget_fraction, uint32_t max_skips) {
   return policy;
 }
 
+// A stall well above every break-even bar these tests set.
+constexpr int64_t kLongStall = 1'000 * kMs;
+
+// A child that cost `cost` and saved `saved` with `used` hints used.
+void EndChild(ForkPolicy& policy, uint64_t used, int64_t cost, int64_t saved) {
+  policy.ChargeChild(cost);
+  policy.ChildEnded(used, saved);
+}
+
 TEST(ForkPolicyTest, OnlyAReadThatStalledIsAChanceToFork) {
   ForkPolicy policy = MakePolicy(0.01, 255);
   EXPECT_FALSE(policy.Stalled(199'999));
   EXPECT_TRUE(policy.Stalled(200'000));
-  EXPECT_TRUE(policy.ForkNow(0));
+  EXPECT_TRUE(policy.ForkNow(0, 200'000));
 }
 
-TEST(ForkPolicyTest, UselessChildrenBackOffExponentiallyAndAUsefulOneResets) {
+TEST(ForkPolicyTest, LostChildrenBackOffExponentiallyAndOneThatPaidResets) {
   ForkPolicy policy = MakePolicy(0, 255);
-  policy.ChildEnded(0);  // 1 failure: skip 1 chance
-  EXPECT_FALSE(policy.ForkNow(1));
-  EXPECT_TRUE(policy.ForkNow(2));
-  policy.ChildEnded(0);  // 2 in a row: skip 3
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(policy.ForkNow(3 + i)) << i;
-  EXPECT_TRUE(policy.ForkNow(10));
-  policy.ChildEnded(0);  // 3: skip 7
+  EndChild(policy, 0, 0, 0);  // 1 lost: skip 1 chance
+  EXPECT_FALSE(policy.ForkNow(1, kLongStall));
+  EXPECT_TRUE(policy.ForkNow(2, kLongStall));
+  EndChild(policy, 0, 0, 0);  // 2 in a row: skip 3
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(policy.ForkNow(3 + i, kLongStall)) << i;
+  EXPECT_TRUE(policy.ForkNow(10, kLongStall));
+  EndChild(policy, 0, 0, 0);  // 3: skip 7
   int skipped = 0;
-  while (!policy.ForkNow(20 + skipped)) ++skipped;
+  while (!policy.ForkNow(20 + skipped, kLongStall)) ++skipped;
   EXPECT_EQ(skipped, 7);
   EXPECT_EQ(policy.deferred_backoff(), 11u);
-  policy.ChildEnded(5);  // useful: no more skipping
+  EndChild(policy, 5, 1 * kMs, 4 * kMs);  // paid: no more skipping
   EXPECT_EQ(policy.failures_in_a_row(), 0u);
-  EXPECT_TRUE(policy.ForkNow(100));
-  policy.ChildEnded(0);
-  EXPECT_FALSE(policy.ForkNow(101)) << "back to one skip after one failure";
-  EXPECT_TRUE(policy.ForkNow(102));
+  EXPECT_TRUE(policy.ForkNow(100, kLongStall));
+  EndChild(policy, 0, 0, 0);
+  EXPECT_FALSE(policy.ForkNow(101, kLongStall)) << "back to one skip after one loss";
+  EXPECT_TRUE(policy.ForkNow(102, kLongStall));
+  EXPECT_EQ(policy.children_paid(), 1u);
+  EXPECT_EQ(policy.children_lost(), 4u);
+}
+
+TEST(ForkPolicyTest, AChildWhoseUsedHintsSavedLessThanItCostLostAndDoesNotResetTheBackOff) {
+  ForkPolicy policy = MakePolicy(0, 255);
+  EndChild(policy, 0, 1 * kMs, 0);
+  EXPECT_FALSE(policy.ForkNow(1, kLongStall));
+  EXPECT_TRUE(policy.ForkNow(2, kLongStall));
+  // One hint used, 0.5 ms of stall saved, against 3 ms for the fork, its CPU and its reads.
+  EndChild(policy, 1, 3 * kMs, kMs / 2);
+  EXPECT_EQ(policy.failures_in_a_row(), 2u);
+  EXPECT_EQ(policy.children_lost(), 2u);
+  EXPECT_EQ(policy.children_paid(), 0u);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(policy.ForkNow(3 + i, kLongStall)) << i;
+  EXPECT_TRUE(policy.ForkNow(10, kLongStall));
+  // Saving exactly what it cost is no win either.
+  EndChild(policy, 4, 2 * kMs, 2 * kMs);
+  EXPECT_EQ(policy.failures_in_a_row(), 3u);
+}
+
+TEST(ForkPolicyTest, AfterALostChildOnlyAStallWorthItsCostPerUsedHintForks) {
+  ForkPolicy policy = MakePolicy(0, 1);  // one skip at most: the bar is what is tested
+  // 4 hints used, 0.4 ms saved, 2 ms cost: each hint would have had to save 0.5 ms.
+  EndChild(policy, 4, 2 * kMs, 400'000);
+  EXPECT_EQ(policy.break_even_nanos(), kMs / 2);
+  EXPECT_FALSE(policy.ForkNow(1, kLongStall));  // the skip
+  EXPECT_FALSE(policy.ForkNow(2, 300'000)) << "a stall, but shorter than the child lost with";
+  EXPECT_FALSE(policy.ForkNow(3, 499'999));
+  EXPECT_EQ(policy.deferred_break_even(), 2u);
+  EXPECT_TRUE(policy.ForkNow(4, kMs / 2));
+  // A child none of whose hints was used: a stall must outweigh its whole cost.
+  EndChild(policy, 0, 3 * kMs, 0);
+  EXPECT_EQ(policy.break_even_nanos(), 3 * kMs);
+  EXPECT_FALSE(policy.ForkNow(5, kLongStall));  // the skip
+  EXPECT_FALSE(policy.ForkNow(6, 2 * kMs));
+  EXPECT_TRUE(policy.ForkNow(7, 3 * kMs));
+  // One that paid clears the bar.
+  EndChild(policy, 10, 1 * kMs, 5 * kMs);
+  EXPECT_EQ(policy.break_even_nanos(), 0);
+  EXPECT_TRUE(policy.ForkNow(8, 200'000));
 }
 
 TEST(ForkPolicyTest, BackOffIsCappedAndCanBeSwitchedOff) {
   ForkPolicy capped = MakePolicy(0, 10);
-  for (int i = 0; i < 20; ++i) capped.ChildEnded(0);
+  for (int i = 0; i < 20; ++i) EndChild(capped, 0, 0, 0);
   int skipped = 0;
-  while (!capped.ForkNow(skipped)) ++skipped;
+  while (!capped.ForkNow(skipped, kLongStall)) ++skipped;
   EXPECT_EQ(skipped, 10);
   ForkPolicy none = MakePolicy(0, 0);
-  for (int i = 0; i < 5; ++i) none.ChildEnded(0);
-  EXPECT_TRUE(none.ForkNow(1));
+  for (int i = 0; i < 5; ++i) EndChild(none, 0, 10 * kMs, 0);
+  EXPECT_TRUE(none.ForkNow(1, 200'000)) << "neither back-off nor break-even";
+  EXPECT_EQ(none.children_lost(), 5u);
 }
 
 TEST(ForkPolicyTest, CostStaysWithinTheBudgetShareOfTheRunTime) {
   ForkPolicy policy = MakePolicy(0.01, 0);
   policy.Charge(1 * kMs);
-  EXPECT_TRUE(policy.ForkNow(0)) << "within the first allowance";
+  EXPECT_TRUE(policy.ForkNow(0, kLongStall)) << "within the first allowance";
   policy.Charge(2 * kMs);  // 3 ms spent: 2 ms allowance + 1% of the run time needs 100 ms
-  EXPECT_FALSE(policy.ForkNow(50 * kMs));
+  EXPECT_FALSE(policy.ForkNow(50 * kMs, kLongStall));
   EXPECT_EQ(policy.deferred_budget(), 1u);
-  EXPECT_TRUE(policy.ForkNow(100 * kMs));
+  EXPECT_TRUE(policy.ForkNow(100 * kMs, kLongStall));
   policy.Charge(-5 * kMs);  // a clock step back is no refund
+  policy.ChargeChild(-5 * kMs);
   EXPECT_EQ(policy.overhead_nanos(), 3 * kMs);
   ForkPolicy unlimited = MakePolicy(0, 0);
   unlimited.Charge(1'000 * kMs);
-  EXPECT_TRUE(unlimited.ForkNow(1));
+  EXPECT_TRUE(unlimited.ForkNow(1, kLongStall));
+}
+
+TEST(ForkPolicyTest, TheBudgetCountsEveryCostOfAChildAndCreditsWhatChildrenSaved) {
+  ForkPolicy policy = MakePolicy(0.01, 0);
+  // Its CPU and reads, charged as it ends, count like the fork did.
+  policy.ChargeChild(1 * kMs);
+  policy.ChargeChild(9 * kMs);
+  policy.ChildEnded(0, 0);
+  EXPECT_EQ(policy.overhead_nanos(), 10 * kMs);
+  EXPECT_FALSE(policy.ForkNow(100 * kMs, kLongStall)) << "10 ms > 2 ms + 1% of 100 ms";
+  // A child that saved 30 ms for its 5 ms leaves room for more.
+  EndChild(policy, 20, 5 * kMs, 30 * kMs);
+  EXPECT_EQ(policy.saved_nanos(), 30 * kMs);
+  EXPECT_TRUE(policy.ForkNow(100 * kMs, kLongStall)) << "15 ms spent, 30 ms saved";
+  EndChild(policy, 0, 20 * kMs, -1 * kMs);  // a saving below zero is none
+  EXPECT_EQ(policy.saved_nanos(), 30 * kMs);
+  EXPECT_FALSE(policy.ForkNow(100 * kMs, kLongStall)) << "35 ms spent, 30 ms saved, 3 ms allowed";
+  EXPECT_TRUE(policy.ForkNow(300 * kMs, kLongStall));
+}
+
+TEST(ForkPolicyTest, ARunningChildIsOverBudgetOnceWhatItCostSoFarBreaksTheBudget) {
+  ForkPolicy policy = MakePolicy(0.01, 255);
+  policy.ChargeChild(1 * kMs);  // its fork
+  EXPECT_FALSE(policy.OverBudget(0, 1 * kMs, 0)) << "2 ms spent, 2 ms allowed";
+  EXPECT_TRUE(policy.OverBudget(0, 1 * kMs + 1, 0));
+  EXPECT_FALSE(policy.OverBudget(0, 4 * kMs, 3 * kMs)) << "what it saved so far counts";
+  EXPECT_FALSE(policy.OverBudget(400 * kMs, 5 * kMs, 0)) << "6 ms spent, 6 ms allowed";
+  ForkPolicy unlimited = MakePolicy(0, 0);
+  EXPECT_FALSE(unlimited.OverBudget(0, 1'000 * kMs, 0));
 }
 
 class SharedLogTest : public ::testing::Test {
