@@ -4,9 +4,9 @@
 //
 // Each child is judged by what it won against what it cost: the stall time its used hints saved
 // the program (ChildEnded's `saved_nanos`) against what was charged to it (ChargeChild: the
-// fork, ending it, its CPU time, the daemon's work for its reads, the copy-on-write faults it
-// caused). It paid when it won more; otherwise it lost. Four rules, checked at each fork
-// opportunity (a read of the mount that follows a stall while no child runs):
+// fork, ending it, its CPU time beyond the program's stalls, the daemon's work for its reads, the
+// copy-on-write faults it caused). It paid when it won more; otherwise it lost. Rules 1-4 are
+// checked at each fork opportunity (a read of the mount that follows a stall while no child runs):
 //  1. A stall: the read before took at least `stall_nanos` (a program whose reads all hit the
 //     cache never forks).
 //  2. Back-off: after k lost children in a row the next 2^k - 1 opportunities are skipped (at
@@ -34,7 +34,7 @@ namespace tipfs::spec {
 
 struct ForkPolicyOptions {
   int64_t stall_nanos = 200'000;  // rule 1; 0: every read is a fork opportunity
-  double budget_fraction = 0.01;  // rule 4; 0 or less: no budget (always allowed)
+  double budget_fraction = 0.01;  // rules 4 and 5; 0 or less: neither
   int64_t first_allowance_nanos = 2'000'000;
   uint32_t max_backoff_skips = 255;  // rules 2 and 3; 0: neither
 };
