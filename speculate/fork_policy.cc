@@ -21,19 +21,18 @@ bool ForkPolicy::ForkNow(int64_t now_nanos, int64_t last_read_nanos) {
     ++deferred_break_even_;
     return false;
   }
-  if (options_.budget_fraction > 0 &&
-      static_cast<double>(overhead_nanos_ - saved_nanos_) > Allowed(now_nanos)) {
+  if (options_.budget_fraction > 0 && static_cast<double>(overhead_nanos_) > Allowed(now_nanos)) {
     ++deferred_budget_;
     return false;
   }
   return true;
 }
 
-bool ForkPolicy::OverBudget(int64_t now_nanos, int64_t unbilled_nanos, int64_t saved_nanos) const {
+bool ForkPolicy::ChildOverBudget(int64_t unbilled_nanos, int64_t saved_nanos) const {
   if (options_.budget_fraction <= 0) return false;
-  const int64_t net = overhead_nanos_ + std::max<int64_t>(unbilled_nanos, 0) - saved_nanos_ -
-                      std::max<int64_t>(saved_nanos, 0);
-  return static_cast<double>(net) > Allowed(now_nanos);
+  return child_cost_nanos_ + std::max<int64_t>(unbilled_nanos, 0) -
+             std::max<int64_t>(saved_nanos, 0) >
+         options_.first_allowance_nanos;
 }
 
 double ForkPolicy::Allowed(int64_t now_nanos) const {

@@ -59,11 +59,11 @@ struct SpecOptions {
   uint32_t max_behind_reads = 64;
   // TIPSPEC_MAX_OVERHEAD (percent, default 1; decimals allowed): a child is forked only while
   // what speculation has cost the program (forks, ending children, the copy-on-write faults a
-  // fork causes, the children's CPU and reads), less the stall their used hints saved, stays
-  // under this share of its run time. Children that cost more than they saved also back off:
-  // after k in a row the next 2^k - 1 chances to fork are skipped (at most 255), and the next
-  // fork needs a stall worth the last one's cost per used hint (fork_policy.h). 0: no limit,
-  // neither budget nor back-off (tests). Neither applies in lockstep mode.
+  // fork causes, the children's CPU and reads) stays under this share of its run time. Children
+  // that cost more than they saved also back off: after k in a row the next 2^k - 1 chances to fork
+  // are skipped (at most 255), and the next fork needs a stall worth the last one's cost per used
+  // hint (fork_policy.h). 0: no limit, neither budget nor back-off (tests). Neither applies in
+  // lockstep mode.
   double max_overhead_percent = 1.0;
   // TIPSPEC_LOCKSTEP=0|1 (default 0; tests and debugging): when the hint log has fallen behind,
   // the program waits for the child instead of declaring it off track, and a fork waits for a

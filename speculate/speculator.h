@@ -108,7 +108,7 @@ class Speculator {
     uint64_t dev;
     uint64_t ino;
   };
-  // kLosing: behind, and what it cost so far would break the budget (ForkPolicy::OverBudget).
+  // kLosing: behind for long, and it cost more than the allowance (ForkPolicy::ChildOverBudget).
   enum class StopCause { kMismatch, kBehind, kLosing, kChildEnded, kExec, kStop };
 
   // A read the program did before its child had logged it (the child not ahead yet).
@@ -223,7 +223,11 @@ class Speculator {
   int64_t last_read_nanos_ = 0;
   ForkPolicy policy_;
   uint64_t child_consumed_ = 0;      // hints of the running child the program used
-  uint64_t child_reads_behind_ = 0;  // reads the program did before the running child
+  uint64_t child_reads_behind_ = 0;  // reads the program did before its child since one matched
+  // The program's time in stalled reads (added by the thread speculation follows, no lock), and
+  // its value at the running child's fork.
+  std::atomic<int64_t> stalled_nanos_{0};
+  int64_t stalled_at_fork_ = 0;
   // Stall its used hints saved the program: added by the thread speculation follows (AfterRead,
   // no lock), taken under mu_ when the child ends.
   std::atomic<int64_t> child_saved_nanos_{0};

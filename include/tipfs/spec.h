@@ -115,7 +115,7 @@ struct tipspec_counters {
   uint64_t forks_deferred_budget;     /* overhead_nanos - saved_nanos over the budget */
   uint64_t forks_deferred_no_log;     /* every hint log still held by a dying child */
   uint64_t ended_over_budget;         /* children ended while the program read ahead of them,
-                                         once their cost would have broken the budget */
+                                         once their own cost passed the first allowance */
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

@@ -222,7 +222,7 @@ TEST(ForkPolicyTest, CostStaysWithinTheBudgetShareOfTheRunTime) {
   EXPECT_TRUE(unlimited.ForkNow(1, kLongStall));
 }
 
-TEST(ForkPolicyTest, TheBudgetCountsEveryCostOfAChildAndCreditsWhatChildrenSaved) {
+TEST(ForkPolicyTest, TheBudgetCountsEveryCostOfAChildButNotWhatChildrenSaved) {
   ForkPolicy policy = MakePolicy(0.01, 0);
   // Its CPU and reads, charged as it ends, count like the fork did.
   policy.ChargeChild(1 * kMs);
@@ -230,25 +230,27 @@ TEST(ForkPolicyTest, TheBudgetCountsEveryCostOfAChildAndCreditsWhatChildrenSaved
   policy.ChildEnded(0, 0);
   EXPECT_EQ(policy.overhead_nanos(), 10 * kMs);
   EXPECT_FALSE(policy.ForkNow(100 * kMs, kLongStall)) << "10 ms > 2 ms + 1% of 100 ms";
-  // A child that saved 30 ms for its 5 ms leaves room for more.
+  // A child that saved 30 ms for its 5 ms paid, but the saving is an estimate: no more room.
   EndChild(policy, 20, 5 * kMs, 30 * kMs);
   EXPECT_EQ(policy.saved_nanos(), 30 * kMs);
-  EXPECT_TRUE(policy.ForkNow(100 * kMs, kLongStall)) << "15 ms spent, 30 ms saved";
-  EndChild(policy, 0, 20 * kMs, -1 * kMs);  // a saving below zero is none
+  EXPECT_EQ(policy.children_paid(), 1u);
+  EXPECT_FALSE(policy.ForkNow(1'000 * kMs, kLongStall)) << "15 ms > 2 ms + 1% of 1 s";
+  EndChild(policy, 0, 1 * kMs, -1 * kMs);  // a saving below zero is none
   EXPECT_EQ(policy.saved_nanos(), 30 * kMs);
-  EXPECT_FALSE(policy.ForkNow(100 * kMs, kLongStall)) << "35 ms spent, 30 ms saved, 3 ms allowed";
-  EXPECT_TRUE(policy.ForkNow(300 * kMs, kLongStall));
+  EXPECT_TRUE(policy.ForkNow(1'400 * kMs, kLongStall)) << "16 ms spent, 16 ms allowed";
 }
 
-TEST(ForkPolicyTest, ARunningChildIsOverBudgetOnceWhatItCostSoFarBreaksTheBudget) {
+TEST(ForkPolicyTest, ARunningChildIsOverBudgetOnceItsOwnNetCostPassesTheFirstAllowance) {
   ForkPolicy policy = MakePolicy(0.01, 255);
+  policy.Charge(50 * kMs);      // earlier costs are not this child's
   policy.ChargeChild(1 * kMs);  // its fork
-  EXPECT_FALSE(policy.OverBudget(0, 1 * kMs, 0)) << "2 ms spent, 2 ms allowed";
-  EXPECT_TRUE(policy.OverBudget(0, 1 * kMs + 1, 0));
-  EXPECT_FALSE(policy.OverBudget(0, 4 * kMs, 3 * kMs)) << "what it saved so far counts";
-  EXPECT_FALSE(policy.OverBudget(400 * kMs, 5 * kMs, 0)) << "6 ms spent, 6 ms allowed";
+  EXPECT_FALSE(policy.ChildOverBudget(1 * kMs, 0)) << "2 ms spent, 2 ms allowed";
+  EXPECT_TRUE(policy.ChildOverBudget(1 * kMs + 1, 0));
+  EXPECT_FALSE(policy.ChildOverBudget(4 * kMs, 3 * kMs)) << "what it saved so far counts";
+  policy.ChildEnded(0, 0);
+  EXPECT_FALSE(policy.ChildOverBudget(2 * kMs, 0)) << "the next child starts afresh";
   ForkPolicy unlimited = MakePolicy(0, 0);
-  EXPECT_FALSE(unlimited.OverBudget(0, 1'000 * kMs, 0));
+  EXPECT_FALSE(unlimited.ChildOverBudget(1'000 * kMs, 0));
 }
 
 class SharedLogTest : public ::testing::Test {
