@@ -16,8 +16,10 @@ Result<DiskArray> OpenDiskArray(const MountOptions& options, Clock* clock, Stati
   open_options.direct_io = options.backing_io == BackingIo::kDirect ||
                            (options.backing_io == BackingIo::kAuto && options.disk_model == "none");
   array.health = std::make_shared<stripe::DiskHealthBoard>();
-  // The label says how many disks there are; a missing or bad one fails in Open below.
-  Result<stripe::Label> label = stripe::ReadLabel(options.disk);
+  // The label says how many disks there are; a missing or bad one fails in Open below. The
+  // volume may be named by its metadata directory (RADOS disks), which holds no disk label but
+  // the volume's: IdentifyVolume reads either.
+  Result<stripe::Label> label = stripe::IdentifyVolume(options.disk);
   // The emulation counts the DISK_* tickers itself when it is there.
   array.activity = std::make_shared<stripe::DiskActivity>(label.ok() ? label->count : 0, clock,
                                                           array.emulation ? nullptr : statistics);
