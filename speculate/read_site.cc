@@ -192,4 +192,14 @@ void CriticalSites::Clear() {
   size_ = 0;
 }
 
+void CriticalSites::RemoveAll(const CriticalSites& these) {
+  uint64_t kept[kCapacity];
+  size_t n = 0;
+  for (size_t i = 0; i < kSlots; ++i) {
+    if (slots_[i] != 0 && !these.Contains(slots_[i])) kept[n++] = slots_[i];
+  }
+  Clear();  // open addressing: rebuilt rather than holes punched
+  for (size_t i = 0; i < n; ++i) Insert(kept[i]);
+}
+
 }  // namespace tipfs::spec

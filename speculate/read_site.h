@@ -64,6 +64,8 @@ class CriticalSites {
   // The sites in no particular order, for saving.
   size_t CopyTo(uint64_t* out, size_t max) const;
   void Clear();
+  // Removes every site that `these` holds.
+  void RemoveAll(const CriticalSites& these);
 
  private:
   static constexpr size_t kSlots = 2 * kCapacity;  // open addressing, at most half full

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 
 #include "speculate/state_dir.h"
@@ -79,16 +80,23 @@ std::string FormatSiteFile(const std::vector<uint64_t>& sites) {
   return data;
 }
 
-std::string SiteStore::Path() const {
+namespace {
+constexpr char kSitesDir[] = "sites";
+constexpr char kRefutedDir[] = "refuted-sites";
+}  // namespace
+
+std::string SiteStore::PathIn(const char* subdirectory) const {
   std::string top = StateDirectoryPath();
   if (top.empty()) return "";
   char name[32];
   snprintf(name, sizeof(name), "%016llx", static_cast<unsigned long long>(key_));
-  return top + "/sites/" + name;
+  return top + "/" + subdirectory + "/" + name;
 }
 
-Status SiteStore::Load(CriticalSites* sites) const {
-  std::string path = Path();
+std::string SiteStore::Path() const { return PathIn(kSitesDir); }
+std::string SiteStore::RefutedPath() const { return PathIn(kRefutedDir); }
+
+Status SiteStore::LoadFrom(const std::string& path, CriticalSites* sites) const {
   if (path.empty()) return Status::NotFound("no state directory");
   Result<std::string> data = ReadPrivateFile(path);
   if (!data.ok()) return data.status();
@@ -98,16 +106,36 @@ Status SiteStore::Load(CriticalSites* sites) const {
   return Status::OK();
 }
 
-Status SiteStore::Save(const CriticalSites& sites) const {
-  Result<std::string> dir = StateSubdirectory("sites");
+Status SiteStore::Load(CriticalSites* sites) const { return LoadFrom(Path(), sites); }
+Status SiteStore::LoadRefuted(CriticalSites* sites) const { return LoadFrom(RefutedPath(), sites); }
+
+Status SiteStore::SaveIn(const char* subdirectory, const CriticalSites& sites, bool merge) const {
+  Result<std::string> dir = StateSubdirectory(subdirectory);
   if (!dir.ok()) return dir.status();
+  const std::string path = PathIn(subdirectory);
   CriticalSites merged = sites;
-  (void)Load(&merged);  // a missing or unreadable file is replaced
+  if (merge) (void)LoadFrom(path, &merged);  // a missing or unreadable file is replaced
   std::vector<uint64_t> all(merged.size());
   all.resize(merged.CopyTo(all.data(), all.size()));
-  TIPFS_RETURN_IF_ERROR(WritePrivateFile(Path(), FormatSiteFile(all)));
+  TIPFS_RETURN_IF_ERROR(WritePrivateFile(path, FormatSiteFile(all)));
   PruneOldest(*dir, kMaxPrograms);
   return Status::OK();
+}
+
+Status SiteStore::Save(const CriticalSites& sites) const {
+  return SaveIn(kSitesDir, sites, /*merge=*/true);
+}
+
+Status SiteStore::Replace(const CriticalSites& sites) const {
+  if (sites.size() > 0) return SaveIn(kSitesDir, sites, /*merge=*/false);
+  const std::string path = Path();
+  if (path.empty()) return Status::NotFound("no state directory");
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path);
+  return Status::OK();
+}
+
+Status SiteStore::SaveRefuted(const CriticalSites& sites) const {
+  return SaveIn(kRefutedDir, sites, /*merge=*/true);
 }
 
 }  // namespace tipfs::spec

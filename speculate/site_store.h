@@ -4,7 +4,9 @@
 // build-id; for an interpreter running a script (argv[1] a file that starts with "#!" or has a
 // script suffix: .py .pl .rb .js .lua .sh .tcl .php) the script's path is folded in, so each
 // script learns for itself. A file holds at most CriticalSites::kCapacity (256) sites, 8 bytes
-// each; the directory keeps the kMaxPrograms most recently saved programs. Program side only
+// each; the directory keeps the kMaxPrograms most recently saved programs. Sites whose waits a run
+// found not to pay (site_waits.h: refuted) are kept apart, in refuted-sites/<program key> (same
+// format, same bounds): a later run neither loads nor learns them again. Program side only
 // (allocates, does file I/O); not thread-safe.
 #pragma once
 
@@ -33,9 +35,19 @@ class SiteStore {
   Status Load(CriticalSites* sites) const;
   // Stores the union of `sites` and what is stored now (another run may have learned others).
   Status Save(const CriticalSites& sites) const;
-  std::string Path() const;  // empty without a state directory
+  // Stores exactly `sites` (nothing merged); removes the program's file when `sites` is empty.
+  Status Replace(const CriticalSites& sites) const;
+  // The refuted sites: Load and Save (a union, as Save) of refuted-sites/<program key>.
+  Status LoadRefuted(CriticalSites* sites) const;
+  Status SaveRefuted(const CriticalSites& sites) const;
+  std::string Path() const;         // empty without a state directory
+  std::string RefutedPath() const;  // likewise
 
  private:
+  std::string PathIn(const char* subdirectory) const;
+  Status LoadFrom(const std::string& path, CriticalSites* sites) const;
+  Status SaveIn(const char* subdirectory, const CriticalSites& sites, bool merge) const;
+
   uint64_t key_;
 };
 

@@ -133,10 +133,17 @@ Status Speculator::Start(const SpecOptions& options) {
   objects_.Refresh();
   program_key_ = ProgramKey(objects_.main_id(), OwnArguments());
   sites_.Clear();
+  refuted_.Clear();
   sites_learned_ = 0;
   if (options_.learn && options_.wait == WaitPolicy::kLearned) {
-    (void)SiteStore(program_key_).Load(&sites_);  // nothing stored yet is the usual first run
+    SiteStore store(program_key_);
+    (void)store.Load(&sites_);  // nothing stored yet is the usual first run
+    (void)store.LoadRefuted(&refuted_);
+    sites_.RemoveAll(refuted_);  // another run may have stored one since it was refuted
   }
+  site_waits_ = SiteWaitJudge();
+  dropped_sites_.Clear();
+  refuted_now_ = false;
   sites_known_ = sites_.size();
   sites_unsaved_ = false;
   fork_at_next_read_ = false;
@@ -494,17 +501,47 @@ void Speculator::LearnFrom(StopCause cause) {
   }
   // Entries [first_without_data, astray) were logged after the read without data.
   if (astray < first_without_data || astray - first_without_data > kSoonReads) return;
+  const uint64_t site = log_->without_data_site.load(std::memory_order_relaxed);
+  if (refuted_.Contains(site)) return;  // its waits were found not to pay
   const size_t before = sites_.size();
-  sites_.Insert(log_->without_data_site.load(std::memory_order_relaxed));
+  sites_.Insert(site);
   if (sites_.size() > before) {
     ++sites_learned_;
     sites_unsaved_ = true;
   }
 }
 
+void Speculator::JudgeSiteWaits(bool paid) {
+  const bool was_dropped = site_waits_.dropped();
+  const bool was_refuted = site_waits_.refuted();
+  site_waits_.ChildJudged(child_given_sites_ && sites_.size() > 0, log_->appended.load(),
+                          log_->waits_at_sites.load(), paid);
+  if (!was_dropped && site_waits_.dropped()) {
+    ++counters_.site_waits_dropped;
+    dropped_sites_ = sites_;
+  }
+  if (!was_refuted && site_waits_.refuted()) {
+    // Sites learned since the drop (never given to a child) are kept.
+    uint64_t dropped[CriticalSites::kCapacity];
+    const size_t n = dropped_sites_.CopyTo(dropped, CriticalSites::kCapacity);
+    for (size_t i = 0; i < n; ++i) refuted_.Insert(dropped[i]);
+    sites_.RemoveAll(dropped_sites_);
+    counters_.sites_refuted += n;
+    refuted_now_ = true;
+    sites_unsaved_ = true;
+  }
+}
+
 void Speculator::SaveLearnedSites() {
   if (!sites_unsaved_ || !options_.learn) return;
-  (void)SiteStore(program_key_).Save(sites_);  // the next run learns again if this fails
+  // The next run learns again if this fails.
+  SiteStore store(program_key_);
+  if (refuted_now_) {
+    (void)store.Replace(sites_);
+    (void)store.SaveRefuted(refuted_);
+  } else {
+    (void)store.Save(sites_);
+  }
   sites_unsaved_ = false;
 }
 
@@ -543,8 +580,20 @@ void Speculator::Fork() {
   snapshot_->Take(sink_);
   objects_.Refresh();  // objects dlopen'ed since: their read sites get their build-ids
   if (options_.wait == WaitPolicy::kAlways) ++children_waiting_;
-  ChildConfig config{&watch_, &sink_, &filter_,      snapshot_, log_,    sizeof(SharedLog),
-                     stream_, epoch_, options_.wait, &objects_, &sites_, getpid()};
+  // Learned waits that did not pay are dropped for the rest of the run (site_waits.h).
+  child_given_sites_ = options_.wait == WaitPolicy::kLearned && site_waits_.GiveSites();
+  ChildConfig config{&watch_,
+                     &sink_,
+                     &filter_,
+                     snapshot_,
+                     log_,
+                     sizeof(SharedLog),
+                     stream_,
+                     epoch_,
+                     options_.wait,
+                     &objects_,
+                     child_given_sites_ ? &sites_ : &no_sites_,
+                     getpid()};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -670,6 +719,7 @@ void Speculator::EndChild(StopCause cause, const Reaped* reaped) {
   // its reaping covers it.
   if (log_->appended.load() > 0) sink_.Cancel(stream_, epoch_, /*tainted_only=*/keep_clean);
   const bool paid = JudgeChild(cpu_nanos, NowNanos() - start);
+  if (options_.wait == WaitPolicy::kLearned) JudgeSiteWaits(paid);
   // A child that paid ended: the next one goes at the next read, so that a loop of
   // open-read-parse keeps the next file in flight.
   fork_at_next_read_ = paid && cause == StopCause::kChildEnded;
@@ -738,6 +788,7 @@ void Speculator::AfterForkInChild() {
   sites_known_ = sites_.size();
   sites_learned_ = 0;
   sites_unsaved_ = false;
+  refuted_now_ = false;  // what the parent refuted it saves; the judge's evidence holds here too
   fork_at_next_read_ = false;
   owed_head_ = owed_count_ = 0;
   // The same command line as the parent's: recording it would replace the parent's recording

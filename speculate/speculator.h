@@ -25,6 +25,7 @@
 #include "speculate/read_site.h"
 #include "speculate/seccomp_filter.h"
 #include "speculate/shared_log.h"
+#include "speculate/site_waits.h"
 #include "tipfs/spec.h"
 
 namespace tipfs::spec {
@@ -140,7 +141,11 @@ class Speculator {
   // REQUIRES: mu_ held. The running child ends (`cause`): when it went astray soon after its
   // first read of data it did not get, that read's site is data-critical from now on.
   void LearnFrom(StopCause cause);
-  // Stores the sites learned in this run with those of earlier runs (TIPSPEC_LEARN).
+  // REQUIRES: mu_ held, TIPSPEC_WAIT=learned. The ended child was judged (`paid`): tells
+  // site_waits_, and drops the waits or forgets the sites when it says so.
+  void JudgeSiteWaits(bool paid);
+  // Stores the sites learned in this run with those of earlier runs (TIPSPEC_LEARN); after a
+  // refutation, exactly the sites still held, and the refuted ones apart.
   void SaveLearnedSites();
   // REQUIRES: mu_ held. Starts recording this run and replaying the last one (TIPSPEC_HISTORY).
   void StartHistory();
@@ -249,6 +254,14 @@ class Speculator {
   uint64_t sites_known_ = 0;    // at start (earlier runs)
   uint64_t sites_learned_ = 0;  // in this run
   bool sites_unsaved_ = false;
+  // Whether the learned sites pay (site_waits.h); the running child was given them; the sites
+  // given up to the drop; the sites refuted (in earlier runs, and in this one).
+  SiteWaitJudge site_waits_;
+  bool child_given_sites_ = false;
+  CriticalSites no_sites_;
+  CriticalSites dropped_sites_;
+  CriticalSites refuted_;
+  bool refuted_now_ = false;  // in this run: the store is replaced, not merged with
   // Hints from the last run (history.h), in the program process only.
   HistoryRecorder recorder_;
   HistoryReplay replay_;

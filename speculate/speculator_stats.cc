@@ -122,6 +122,8 @@ void Speculator::PrintStatsIfAsked() {
       {"forks_deferred_budget", c.forks_deferred_budget},
       {"forks_deferred_no_log", c.forks_deferred_no_log},
       {"ended_over_budget", c.ended_over_budget},
+      {"site_waits_dropped", c.site_waits_dropped},
+      {"sites_refuted", c.sites_refuted},
   };
   std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
   for (const auto& [name, value] : fields) {

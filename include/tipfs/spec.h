@@ -116,6 +116,12 @@ struct tipspec_counters {
   uint64_t forks_deferred_no_log;     /* every hint log still held by a dying child */
   uint64_t ended_over_budget;         /* children ended while the program read ahead of them,
                                          once their own cost passed the first allowance */
+  /* Added later still: learned waits that did not earn their keep (TIPSPEC_WAIT=learned). */
+  uint64_t site_waits_dropped; /* 1 when later children of the run were given no learned
+                                  sites: children waiting there at most of their reads
+                                  lost twice in a row */
+  uint64_t sites_refuted;      /* learned sites forgotten (not kept, not learned again):
+                                  after the drop a child without the waits paid */
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

@@ -1,7 +1,8 @@
 /* A program that parses and validates every file it reads, as linkers and loaders do (the
  * libtipspec tests of issue 10 run it with and without `tipfs run`):
  *
- *   parse_records [--huge-on-bad] [--unlink-after PATH] [--skip-unreadable] FILE...
+ *   parse_records [--huge-on-bad] [--unlink-after PATH] [--skip-unreadable] [--one-site]
+ *                 [--work N] FILE...
  *   parse_records --make N DIR
  *
  * Each FILE holds a 16-byte header ("REC1", record count, a checksum of the records) and that
@@ -13,6 +14,9 @@
  * temporary files: a call the speculating child may not make, so it ends there by itself.
  * --skip-unreadable: a FILE that cannot be opened is reported on stdout ("NAME unreadable") and
  * skipped instead of ending the program (exit status 2).
+ * --one-site: the header and the records are read in one piece each, both by the same read call
+ * (one read site, as GNU grep reads every file). --work N: each file's records are summed N
+ * times more (CPU work per file, so that a child covering one file costs more than it saves).
  * --make N DIR writes N such files of assorted sizes into DIR and exits. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -68,8 +72,25 @@ static int read_all(int fd, void* buffer, size_t n) {
 
 static char huge[64 << 20];
 
+/* --one-site: the header, then the records it announces, from one call instruction. Returns 0, or
+ * -1 when short, -2 for a bad header. *records is malloc'ed. */
+static __attribute__((noinline)) int read_one_site(int fd, struct header* h,
+                                                   unsigned char** records) {
+  volatile int parts = 2; /* a count the compiler cannot see: one call, not one per part */
+  for (int part = 0; part < parts; ++part) {
+    void* where = part == 0 ? (void*)h : (void*)*records;
+    size_t n = part == 0 ? sizeof(*h) : (size_t)h->count * 64;
+    if (read_all(fd, where, n) != 0) return -1;
+    if (part == 0) {
+      if (memcmp(h->magic, "REC1", 4) != 0 || h->count > 100000) return -2;
+      *records = malloc((size_t)h->count * 64 + 1);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  int first = 1, huge_on_bad = 0, skip_unreadable = 0;
+  int first = 1, huge_on_bad = 0, skip_unreadable = 0, one_site = 0, work = 0;
   const char* unlink_after = NULL;
   if (argc >= 4 && strcmp(argv[1], "--make") == 0) return make(atoi(argv[2]), argv[3]);
   for (;;) {
@@ -79,6 +100,12 @@ int main(int argc, char** argv) {
     } else if (first < argc && strcmp(argv[first], "--skip-unreadable") == 0) {
       skip_unreadable = 1;
       first += 1;
+    } else if (first < argc && strcmp(argv[first], "--one-site") == 0) {
+      one_site = 1;
+      first += 1;
+    } else if (first + 1 < argc && strcmp(argv[first], "--work") == 0) {
+      work = atoi(argv[first + 1]);
+      first += 2;
     } else if (first + 1 < argc && strcmp(argv[first], "--unlink-after") == 0) {
       unlink_after = argv[first + 1];
       first += 2;
@@ -98,18 +125,34 @@ int main(int argc, char** argv) {
     }
     struct header h;
     memset(&h, 0, sizeof(h)); /* a child that gets no data sees zeros, not the last header */
-    if (read_all(fd, &h, sizeof(h)) != 0 || memcmp(h.magic, "REC1", 4) != 0 || h.count > 100000) {
+    unsigned char* records = NULL;
+    if (one_site) {
+      int got = read_one_site(fd, &h, &records);
+      if (got != 0) {
+        fprintf(stderr, "%s: %s\n", argv[i], got == -2 ? "not a record file" : "short");
+        return 1;
+      }
+    } else if (read_all(fd, &h, sizeof(h)) != 0 || memcmp(h.magic, "REC1", 4) != 0 ||
+               h.count > 100000) {
       fprintf(stderr, "%s: not a record file\n", argv[i]);
       if (huge_on_bad && read(fd, huge, sizeof(huge)) < 0) perror(argv[i]);
       return 1;
     }
-    unsigned char* records = malloc((size_t)h.count * 64 + 1);
-    /* In two reads, as a program reads a table and then what it points to. */
-    const size_t half = (size_t)h.count / 2 * 64;
-    if (read_all(fd, records, half) != 0 ||
-        read_all(fd, records + half, (size_t)h.count * 64 - half) != 0) {
-      fprintf(stderr, "%s: short\n", argv[i]);
-      return 1;
+    if (!one_site) {
+      records = malloc((size_t)h.count * 64 + 1);
+      /* In two reads, as a program reads a table and then what it points to. */
+      const size_t half = (size_t)h.count / 2 * 64;
+      if (read_all(fd, records, half) != 0 ||
+          read_all(fd, records + half, (size_t)h.count * 64 - half) != 0) {
+        fprintf(stderr, "%s: short\n", argv[i]);
+        return 1;
+      }
+    }
+    static volatile uint64_t spent; /* --work: kept, so the rounds are not optimised away */
+    for (int round = 0; round < work; ++round) {
+      uint64_t again = (uint64_t)round;
+      for (uint32_t r = 0; r < h.count; ++r) again = mix(again, records + r * 64);
+      spent ^= again;
     }
     uint64_t sum = 14695981039346656037ull;
     for (uint32_t r = 0; r < h.count; ++r) sum = mix(sum, records + r * 64);

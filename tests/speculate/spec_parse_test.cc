@@ -147,6 +147,30 @@ TEST_F(SpecParseTest, ASecondRunWaitsAtTheSiteThatKilledTheFirstRunsChildren) {
   EXPECT_LT(second["forks"], first["forks"]);
 }
 
+// A program with one read site (--one-site: header and records come from one read call, as GNU
+// grep's do). The first run learns the site from children that read the next file's header as
+// zeros and exit. The second run removes a file after each one (the child ends there): every
+// child is given the site, so each waits at every read it makes and covers the rest of one file
+// (parsing it at length: --work) for one hint.
+// Once two such children in a row lost, later children of the run are given no sites and do not
+// wait (with the old code every logged read waited: waits_at_sites == hints_issued).
+TEST_F(SpecParseTest, WaitsAtALearnedSiteThatKeepLosingAreDropped) {
+  std::vector<std::string> argv = {PARSE_RECORDS, "--one-site"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  const Environment learned = {{"TIPSPEC_WAIT", "learned"}};
+  std::map<std::string, uint64_t> first = CompareRuns(argv, learned);
+  ASSERT_GE(first["sites_learned"], 1u) << "the one site was not learned";
+  // The work per file makes each child's CPU (beyond the program's stalls) cost more than the one
+  // read its hint can save.
+  argv.insert(argv.begin() + 2, {"--unlink-after", scratch_.root() + "/tmp", "--work", "400"});
+  std::map<std::string, uint64_t> second = CompareRuns(argv, learned);
+  EXPECT_GE(second["sites_known"], 1u);
+  EXPECT_GE(second["waits_at_sites"], 1u) << "the learned waits were not tried first";
+  EXPECT_EQ(second["site_waits_dropped"], 1u)
+      << "lost " << second["children_lost"] << ", paid " << second["children_paid"];
+  EXPECT_LT(second["waits_at_sites"], second["hints_issued"]) << "every child still waited";
+}
+
 // The program reads each file's header (cold: it stalls), then its records in two reads (cached).
 // A child forked after the header's stall logs the second records read, which the program uses,
 // and ends at the linker-like unlink after the file; the next child is forked at the program's

@@ -14,6 +14,7 @@
 #include "speculate/read_site.h"
 #include "speculate/shared_log.h"
 #include "speculate/site_store.h"
+#include "speculate/site_waits.h"
 #include "speculate/state_dir.h"
 #include "tests/speculate/state_dir_fixture.h"
 
@@ -134,6 +135,103 @@ TEST_F(SiteStoreTest, AStateDirectoryOthersMayWriteIsRefused) {
   Result<std::string> sub = StateSubdirectory("sites");
   EXPECT_EQ(sub.error(), EPERM);
   EXPECT_NE(sub.status().message().find("writable by others"), std::string::npos);
+}
+
+TEST_F(SiteStoreTest, ReplaceForgetsAndRefutedSitesAreKeptApart) {
+  SiteStore store(0x5e);
+  CriticalSites learned;
+  learned.Insert(21);
+  learned.Insert(22);
+  ASSERT_TRUE(store.Save(learned).ok());
+  CriticalSites kept;
+  kept.Insert(22);
+  ASSERT_TRUE(store.Replace(kept).ok());  // exactly these: 21 is forgotten, not merged back
+  CriticalSites loaded;
+  ASSERT_TRUE(store.Load(&loaded).ok());
+  EXPECT_EQ(loaded.size(), 1u);
+  EXPECT_TRUE(loaded.Contains(22));
+  ASSERT_TRUE(store.Replace(CriticalSites()).ok());  // none left: the file goes
+  EXPECT_FALSE(std::filesystem::exists(store.Path()));
+  EXPECT_TRUE(store.Replace(CriticalSites()).ok());  // and going again is no error
+
+  CriticalSites refuted;
+  EXPECT_EQ(store.LoadRefuted(&refuted).error(), ENOENT);
+  refuted.Insert(21);
+  ASSERT_TRUE(store.SaveRefuted(refuted).ok());
+  CriticalSites more;
+  more.Insert(23);
+  ASSERT_TRUE(store.SaveRefuted(more).ok());  // a union, as Save
+  CriticalSites back;
+  ASSERT_TRUE(store.LoadRefuted(&back).ok());
+  EXPECT_EQ(back.size(), 2u);
+  EXPECT_TRUE(back.Contains(21) && back.Contains(23));
+  EXPECT_NE(store.RefutedPath(), store.Path());
+  EXPECT_EQ(store.Load(&back).error(), ENOENT) << "refuted sites are not learned sites";
+  struct stat st;
+  ASSERT_EQ(stat(store.RefutedPath().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(CriticalSitesTest, RemoveAllKeepsTheOthersFindable) {
+  CriticalSites sites, gone;
+  for (uint64_t s = 1; s <= 40; ++s) sites.Insert(s * CriticalSites::kCapacity);  // collide
+  for (uint64_t s = 1; s <= 40; s += 2) gone.Insert(s * CriticalSites::kCapacity);
+  sites.RemoveAll(gone);
+  EXPECT_EQ(sites.size(), 20u);
+  for (uint64_t s = 1; s <= 40; ++s) {
+    EXPECT_EQ(sites.Contains(s * CriticalSites::kCapacity), s % 2 == 0) << s;
+  }
+}
+
+// ---- SiteWaitJudge: whether the learned waits pay ------------------------------------------
+
+TEST(SiteWaitJudgeTest, TwoLostChildrenThatMostlyWaitedDropTheWaits) {
+  SiteWaitJudge judge;
+  EXPECT_TRUE(judge.GiveSites());
+  judge.ChildJudged(/*given_sites=*/true, /*logged_reads=*/10, /*waits=*/10, /*paid=*/false);
+  EXPECT_TRUE(judge.GiveSites()) << "one loss is not a pattern";
+  judge.ChildJudged(true, 4, 3, false);
+  EXPECT_FALSE(judge.GiveSites());
+  EXPECT_TRUE(judge.dropped());
+  EXPECT_FALSE(judge.refuted());
+}
+
+TEST(SiteWaitJudgeTest, AChildThatPaidWithTheWaitsEndsTheStreak) {
+  SiteWaitJudge judge;
+  judge.ChildJudged(true, 10, 10, false);
+  judge.ChildJudged(true, 10, 10, true);  // waiting there paid once: the streak starts again
+  EXPECT_EQ(judge.losses_in_a_row(), 0u);
+  judge.ChildJudged(true, 10, 10, false);
+  EXPECT_TRUE(judge.GiveSites());
+  judge.ChildJudged(true, 10, 10, false);
+  EXPECT_FALSE(judge.GiveSites());
+}
+
+TEST(SiteWaitJudgeTest, LossesWhereTheWaitsWereNotMostReadsDoNotCount) {
+  SiteWaitJudge judge;
+  // A parser waiting at each file's header, then reading its records without waits: the waits
+  // have work to overlap with, and such children losing is not the waits' doing.
+  for (int i = 0; i < 5; ++i) judge.ChildJudged(true, 10, 5, false);
+  judge.ChildJudged(true, 0, 0, false);    // logged nothing
+  judge.ChildJudged(false, 10, 0, false);  // forked without the sites
+  EXPECT_TRUE(judge.GiveSites());
+  EXPECT_EQ(judge.losses_in_a_row(), 0u);
+}
+
+TEST(SiteWaitJudgeTest, OnlyAChildWithoutTheWaitsThatPaysRefutesThem) {
+  SiteWaitJudge judge;
+  judge.ChildJudged(false, 10, 0, true);  // paid before any drop: refutes nothing
+  EXPECT_FALSE(judge.refuted());
+  judge.ChildJudged(true, 10, 10, false);
+  judge.ChildJudged(true, 10, 10, false);
+  ASSERT_TRUE(judge.dropped());
+  judge.ChildJudged(true, 10, 10, true);   // forked with them before the drop: not evidence
+  judge.ChildJudged(false, 10, 0, false);  // without them, and lost: the waits stay dropped
+  EXPECT_FALSE(judge.refuted());
+  EXPECT_FALSE(judge.GiveSites());
+  judge.ChildJudged(false, 10, 0, true);
+  EXPECT_TRUE(judge.refuted());
+  EXPECT_FALSE(judge.GiveSites());
 }
 
 TEST(ProgramKeyTest, AScriptIsKeyedApartFromItsInterpreter) {
