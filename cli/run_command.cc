@@ -12,6 +12,7 @@
 #include "cli/mount_table.h"
 #include "speculate/history_file.h"
 #include "speculate/launcher.h"
+#include "speculate/state_dir.h"
 #include "util/units.h"
 
 namespace tipfs::cli {
@@ -28,6 +29,7 @@ struct RunArgs {
   std::string cpu_group = "on";
   bool history_list = false;
   bool history_clear = false;
+  bool sites_clear = false;
   std::vector<std::string> command;
 };
 
@@ -98,15 +100,26 @@ int ClearHistory() {
   return 0;
 }
 
+// --sites-clear: every program starts learning its data-critical read sites afresh.
+int ClearSites() {
+  Result<size_t> removed = spec::ClearSiteFiles();
+  if (!removed.ok()) return Fail("run", removed.status());
+  std::printf("removed %zu site file%s\n", *removed, *removed == 1 ? "" : "s");
+  return 0;
+}
+
 int RunRun(const RunArgs& args) {
-  if (args.history_list || args.history_clear) {
-    if (!args.command.empty()) {
-      return Usage("run", std::string(args.history_list ? "--history-list" : "--history-clear") +
-                              " takes no command");
+  const int state_actions =
+      int(args.history_list) + int(args.history_clear) + int(args.sites_clear);
+  if (state_actions > 0) {
+    const char* action = args.history_list    ? "--history-list"
+                         : args.history_clear ? "--history-clear"
+                                              : "--sites-clear";
+    if (!args.command.empty()) return Usage("run", std::string(action) + " takes no command");
+    if (state_actions > 1) {
+      return Usage("run", "--history-list, --history-clear and --sites-clear: one at a time");
     }
-    if (args.history_list && args.history_clear) {
-      return Usage("run", "--history-list and --history-clear: one at a time");
-    }
+    if (args.sites_clear) return ClearSites();
     return args.history_list ? ListHistory() : ClearHistory();
   }
   if (args.command.empty())
@@ -204,6 +217,9 @@ Runner AddRunCommand(CLI::App* app) {
   app->add_flag("--history-list", args->history_list,
                 "List the recorded commands (in the state directory) and exit");
   app->add_flag("--history-clear", args->history_clear, "Remove every recording and exit");
+  app->add_flag("--sites-clear", args->sites_clear,
+                "Forget the read sites learned to be data-critical (and those refuted), for every "
+                "program, and exit");
   app->add_option("COMMAND", args->command, "The command and its arguments (after --)");
   app->prefix_command();
   return [args] { return RunRun(*args); };

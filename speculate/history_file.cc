@@ -301,31 +301,6 @@ Result<std::vector<RecordingEntry>> ListRecordings() {
   return entries;
 }
 
-Result<size_t> ClearRecordings() {
-  std::string top = StateDirectoryPath();
-  if (top.empty()) return Status::NotFound("no home directory for the tipfs state directory");
-  std::string dir = top + "/" + kSubdirectory;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return size_t{0};
-    return ErrnoStatus("open " + dir);
-  }
-  size_t removed = 0;
-  Status status;
-  while (dirent* entry = readdir(d)) {
-    if (entry->d_name[0] == '.' && (entry->d_name[1] == '\0' || strcmp(entry->d_name, "..") == 0)) {
-      continue;
-    }
-    std::string path = dir + "/" + entry->d_name;
-    if (unlink(path.c_str()) == 0) {
-      ++removed;
-    } else if (status.ok()) {
-      status = ErrnoStatus("remove " + path);
-    }
-  }
-  closedir(d);
-  if (!status.ok()) return status;
-  return removed;
-}
+Result<size_t> ClearRecordings() { return ClearStateSubdirectory(kSubdirectory); }
 
 }  // namespace tipfs::spec

@@ -80,11 +80,6 @@ std::string FormatSiteFile(const std::vector<uint64_t>& sites) {
   return data;
 }
 
-namespace {
-constexpr char kSitesDir[] = "sites";
-constexpr char kRefutedDir[] = "refuted-sites";
-}  // namespace
-
 std::string SiteStore::PathIn(const char* subdirectory) const {
   std::string top = StateDirectoryPath();
   if (top.empty()) return "";
@@ -93,8 +88,8 @@ std::string SiteStore::PathIn(const char* subdirectory) const {
   return top + "/" + subdirectory + "/" + name;
 }
 
-std::string SiteStore::Path() const { return PathIn(kSitesDir); }
-std::string SiteStore::RefutedPath() const { return PathIn(kRefutedDir); }
+std::string SiteStore::Path() const { return PathIn(kSitesSubdirectory); }
+std::string SiteStore::RefutedPath() const { return PathIn(kRefutedSitesSubdirectory); }
 
 Status SiteStore::LoadFrom(const std::string& path, CriticalSites* sites) const {
   if (path.empty()) return Status::NotFound("no state directory");
@@ -123,11 +118,11 @@ Status SiteStore::SaveIn(const char* subdirectory, const CriticalSites& sites, b
 }
 
 Status SiteStore::Save(const CriticalSites& sites) const {
-  return SaveIn(kSitesDir, sites, /*merge=*/true);
+  return SaveIn(kSitesSubdirectory, sites, /*merge=*/true);
 }
 
 Status SiteStore::Replace(const CriticalSites& sites) const {
-  if (sites.size() > 0) return SaveIn(kSitesDir, sites, /*merge=*/false);
+  if (sites.size() > 0) return SaveIn(kSitesSubdirectory, sites, /*merge=*/false);
   const std::string path = Path();
   if (path.empty()) return Status::NotFound("no state directory");
   if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path);
@@ -135,7 +130,7 @@ Status SiteStore::Replace(const CriticalSites& sites) const {
 }
 
 Status SiteStore::SaveRefuted(const CriticalSites& sites) const {
-  return SaveIn(kRefutedDir, sites, /*merge=*/true);
+  return SaveIn(kRefutedSitesSubdirectory, sites, /*merge=*/true);
 }
 
 }  // namespace tipfs::spec

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -149,6 +150,41 @@ Result<std::string> ReadPrivateFile(const std::string& path) {
     return status;
   }
   return ReadAndClose(fd, path);
+}
+
+Result<size_t> ClearStateSubdirectory(const std::string& sub) {
+  const std::string top = StateDirectoryPath();
+  if (top.empty()) return Status::NotFound("no home directory for the tipfs state directory");
+  const std::string dir = top + "/" + sub;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return size_t{0};
+    return ErrnoStatus("open " + dir);
+  }
+  size_t removed = 0;
+  Status status;
+  while (dirent* entry = readdir(d)) {
+    if (entry->d_name[0] == '.' && (entry->d_name[1] == '\0' || strcmp(entry->d_name, "..") == 0)) {
+      continue;
+    }
+    const std::string path = dir + "/" + entry->d_name;
+    if (unlink(path.c_str()) == 0) {
+      ++removed;
+    } else if (status.ok()) {
+      status = ErrnoStatus("remove " + path);
+    }
+  }
+  closedir(d);
+  if (!status.ok()) return status;
+  return removed;
+}
+
+Result<size_t> ClearSiteFiles() {
+  Result<size_t> sites = ClearStateSubdirectory(kSitesSubdirectory);
+  if (!sites.ok()) return sites.status();
+  Result<size_t> refuted = ClearStateSubdirectory(kRefutedSitesSubdirectory);
+  if (!refuted.ok()) return refuted.status();
+  return *sites + *refuted;
 }
 
 void PruneOldest(const std::string& dir, size_t max_files) {

@@ -12,6 +12,10 @@
 
 namespace tipfs::spec {
 
+// Where SiteStore keeps each program's learned sites, and those refuted since.
+inline constexpr char kSitesSubdirectory[] = "sites";
+inline constexpr char kRefutedSitesSubdirectory[] = "refuted-sites";
+
 // The directory's path (not created, not checked). Empty when no home is known.
 std::string StateDirectoryPath();
 // `sub` (e.g. "sites") under the state directory, created (with its parents) if missing and
@@ -27,6 +31,14 @@ Result<std::string> ReadWholeFile(const std::string& path);
 // the state directory belongs to another user or others may write it (what another user
 // recorded is never used: it names their files, and a file planted by someone else is not ours).
 Result<std::string> ReadPrivateFile(const std::string& path);
+
+// Removes every file of the state directory's `sub` (a missing one holds none) and returns how
+// many went; the first removal that fails is the error.
+Result<size_t> ClearStateSubdirectory(const std::string& sub);
+
+// Forgets what every program learned: removes all site and refuted-site files (`tipfs run
+// --sites-clear`). Returns how many files went.
+Result<size_t> ClearSiteFiles();
 
 // Keeps at most `max_files` regular files in `dir`, removing the oldest (by mtime) first.
 void PruneOldest(const std::string& dir, size_t max_files);

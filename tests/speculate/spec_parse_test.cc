@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "tests/speculate/spec_mount_fixture.h"
@@ -145,6 +146,19 @@ TEST_F(SpecParseTest, ASecondRunWaitsAtTheSiteThatKilledTheFirstRunsChildren) {
   EXPECT_GE(second["waits_at_sites"], 1u) << "no child waited at the learned site";
   // Waiting at the header, a child gets real data and parses more than one file.
   EXPECT_LT(second["forks"], first["forks"]);
+  // `tipfs run --sites-clear` forgets what was learned: the next run starts knowing nothing.
+  RunResult cleared = scratch_.Run({"sh", "-c", TipfsBinary() + " run --sites-clear 2>&1"}, false,
+                                   mount_->mountpoint(), {{"TIPSPEC_STATE_DIR", state_dir_}});
+  EXPECT_EQ(cleared.exit_status, 0) << cleared.out;
+  EXPECT_EQ(cleared.out, "removed 1 site file\n");
+  EXPECT_TRUE(fs::is_empty(state_dir_ + "/sites"));
+  std::map<std::string, uint64_t> third = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_EQ(third["sites_known"], 0u) << "cleared sites were loaded";
+  RunResult refused =
+      scratch_.Run({"sh", "-c", TipfsBinary() + " run --sites-clear --history-clear 2>&1"}, false,
+                   mount_->mountpoint(), {{"TIPSPEC_STATE_DIR", state_dir_}});
+  EXPECT_EQ(refused.exit_status, 2);
+  EXPECT_EQ(std::count(refused.out.begin(), refused.out.end(), '\n'), 1) << refused.out;
 }
 
 // A program with one read site (--one-site: header and records come from one read call, as GNU
