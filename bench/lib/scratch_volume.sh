@@ -46,6 +46,28 @@ median() {
   sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2];
                                  else print (a[NR/2] + a[NR/2+1]) / 2}'
 }
+# median_where CSV COLUMN [FIELD=VALUE...]: the median of COLUMN over the rows of CSV whose every
+# FIELD equals VALUE. COLUMN and FIELD are header names or 1-based column numbers; a VALUE may
+# itself hold "=" (a profile such as "none;L=2ms").
+median_where() {
+  local csv=$1 column=$2
+  shift 2
+  awk -F, -v csv="$csv" -v column="$column" -v filters="$*" '
+    function col(name) { return name ~ /^[0-9]+$/ ? name + 0 : at[name] }
+    NR == 1 {
+      for (i = 1; i <= NF; i++) at[$i] = i
+      n = split(filters, f, " ")
+      for (j = 1; j <= n; j++) {
+        eq = index(f[j], "="); field[j] = col(substr(f[j], 1, eq - 1)); want[j] = substr(f[j], eq + 1)
+      }
+      c = col(column)
+      if (!c) { print "median_where: " csv " has no column " column > "/dev/stderr"; exit 1 }
+      for (j = 1; j <= n; j++)
+        if (!field[j]) { print "median_where: " csv " has no column for " f[j] > "/dev/stderr"; exit 1 }
+      next
+    }
+    { for (j = 1; j <= n; j++) if ($field[j] != want[j]) next; print $c }' "$csv" | median
+}
 # ratio A B: A / B with 3 decimals; "-" when either is missing or B is not positive
 ratio() {
   awk -v a="$1" -v b="$2" 'BEGIN {if (a != "nan" && b != "nan" && a != "" && b + 0 > 0) printf "%.3f\n", a / b; else print "-"}'

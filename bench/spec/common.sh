@@ -9,6 +9,28 @@ need "$BUILD/speculate/libtipspec.so"
 # make_volume: mkfs and mount without a disk model (data sets are written at full speed).
 make_volume() { "$TIPFS" mkfs "${DISKS[@]}" >/dev/null && "$TIPFS" mount "${DISKS[0]}" "$MNT"; }
 
+# search_data FILES TOTAL: the agrep workload's text files on the scratch volume; sets PATTERN.
+search_data() {
+  make_volume
+  PATTERN=$("$GEN" agrep --dir "$MNT" --files "$1" --total "$2" 2>/dev/null | sed 's/.*pattern=//')
+  unmount
+}
+# search_command PROGRAM [AGREP-VARIANT]: the command line of agrep (original unless told) or
+# GNU grep -r searching those files for PATTERN, from the mount root.
+search_command() {
+  case $1 in
+    agrep) echo "$AGREP" --variant "${2:-original}" -p "$PATTERN" text ;;
+    grep) echo grep -r -F "$PATTERN" text ;;
+  esac
+}
+# same_output PROGRAM VARIANT: stop the benchmark when a variant printed other output than the
+# original did (timed_run wrote each to $WORK/out.PROGRAM.VARIANT).
+same_output() {
+  if [[ -f $WORK/out.$1.original ]] && ! cmp -s "$WORK/out.$1.original" "$WORK/out.$1.$2"; then
+    echo "$1 $2 printed other output than the original" >&2
+    exit 1
+  fi
+}
 # timed_run SPECULATE OUT CMD...: runs CMD in the mount root (SPECULATE=1: under `tipfs run`,
 # counters to $WORK/tipspec.txt; SPECULATE=wait-on|wait-off|wait-auto: that wait policy;
 # no-cpu-group: without a CPU group of its own), stdout to

@@ -29,22 +29,13 @@ need "$GEN" "$AGREP"
 command -v stress-ng >/dev/null || { echo "run_busy.sh: stress-ng not found (apt-get install stress-ng)" >&2; exit 1; }
 CSV=$RESULTS/busy.csv
 
-make_volume
-PATTERN=$("$GEN" agrep --dir "$MNT" --files "$FILES" --total "$TOTAL" 2>/dev/null | sed 's/.*pattern=//')
-unmount
+search_data "$FILES" "$TOTAL"
 HOG_PID=""
 if ((HOGS > 0)); then
   stress-ng --cpu "$HOGS" --quiet &
   HOG_PID=$!
   trap 'kill "$HOG_PID" 2>/dev/null; wait "$HOG_PID" 2>/dev/null; cleanup' EXIT
 fi
-
-command_of() {  # command_of PROGRAM
-  case $1 in
-    agrep) echo "$AGREP" --variant original -p "$PATTERN" text ;;
-    grep) echo grep -r -F "$PATTERN" text ;;
-  esac
-}
 VARIANTS=(original speculating no-cpu-group)
 echo "profile,hogs,repeat,program,variant,elapsed_s,$COUNTER_HEADER" >"$CSV"
 for profile in $PROFILES; do
@@ -54,12 +45,9 @@ for profile in $PROFILES; do
         v=${VARIANTS[(k + r) % ${#VARIANTS[@]}]}
         cold_mount --cache-size "$CACHE" --disk-model "$profile"
         case $v in original) speculate=0 ;; speculating) speculate=1 ;; *) speculate=$v ;; esac
-        read -ra cmd <<<"$(command_of "$program")"
+        read -ra cmd <<<"$(search_command "$program")"
         timed_run "$speculate" "$WORK/out.$program.$v" "${cmd[@]}"
-        if [[ -f $WORK/out.$program.original ]] &&
-           ! cmp -s "$WORK/out.$program.original" "$WORK/out.$program.$v"; then
-          echo "$program $v printed other output than the original" >&2; exit 1
-        fi
+        same_output "$program" "$v"
         echo "${profile//,/;},$HOGS,$r,$program,$v,$ELAPSED,$(counter_columns)" >>"$CSV"  # "none,L=2ms": ; in the CSV
         echo "  $profile repeat $r $program $v: ${ELAPSED}s" >&2
         unmount
@@ -69,8 +57,7 @@ for profile in $PROFILES; do
 done
 
 col() {  # col PROFILE PROGRAM VARIANT: median elapsed
-  awk -F, -v p="${1//,/;}" -v g="$2" -v v="$3" 'NR > 1 && $1 == p && $4 == g && $5 == v {print $6}' \
-    "$CSV" | median
+  median_where "$CSV" elapsed_s "profile=${1//,/;}" "program=$2" "variant=$3"
 }
 echo
 machine_note

@@ -34,16 +34,7 @@ for b in "${builds[@]}"; do need "$b/cli/tipfs" "$b/speculate/libtipspec.so"; do
 need "$GEN" "$AGREP"
 CSV=$RESULTS/compare.csv
 
-make_volume
-PATTERN=$("$GEN" agrep --dir "$MNT" --files "$FILES" --total "$TOTAL" 2>/dev/null | sed 's/.*pattern=//')
-unmount
-
-command_of() {  # command_of PROGRAM
-  case $1 in
-    agrep) echo "$AGREP" --variant original -p "$PATTERN" text ;;
-    grep) echo grep -r -F "$PATTERN" text ;;
-  esac
-}
+search_data "$FILES" "$TOTAL"
 variants=(original)
 for ((i = 0; i < ${#builds[@]}; i++)); do variants+=("spec$i"); done
 n=${#variants[@]}
@@ -54,7 +45,7 @@ for profile in $PROFILES; do
       for ((k = 0; k < n; k++)); do
         v=${variants[(k + r) % n]}
         cold_mount --cache-size "$CACHE" --disk-model "$profile"
-        read -ra cmd <<<"$(command_of "$program")"
+        read -ra cmd <<<"$(search_command "$program")"
         if [[ $v = original ]]; then
           timed_run 0 "$WORK/out.$program.$v" "${cmd[@]}"
         else
@@ -63,10 +54,7 @@ for profile in $PROFILES; do
           timed_run 1 "$WORK/out.$program.$v" "${cmd[@]}"
           TIPFS=$saved
         fi
-        if [[ -f $WORK/out.$program.original ]] &&
-           ! cmp -s "$WORK/out.$program.original" "$WORK/out.$program.$v"; then
-          echo "$program $v printed other output than the original" >&2; exit 1
-        fi
+        same_output "$program" "$v"
         echo "${profile//,/;},$r,$program,$v,$ELAPSED,$(counter_columns)" >>"$CSV"
         echo "  $profile repeat $r $program $v: ${ELAPSED}s" >&2
         unmount
@@ -75,10 +63,8 @@ for profile in $PROFILES; do
   done
 done
 
-col() {  # col PROFILE PROGRAM VARIANT COLUMN-NAME: median of that column
-  awk -F, -v p="${1//,/;}" -v g="$2" -v v="$3" -v name="$4" '
-    NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i; next}
-    $1 == p && $3 == g && $4 == v {print $c}' "$CSV" | median
+col() {  # col PROFILE PROGRAM VARIANT COLUMN: its median
+  median_where "$CSV" "$4" "profile=${1//,/;}" "program=$2" "variant=$3"
 }
 echo
 machine_note

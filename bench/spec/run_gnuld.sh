@@ -64,10 +64,8 @@ for profile in $PROFILES; do
   done
 done
 
-col() {  # col PROFILE VARIANT COLUMN-NAME: median of that column
-  awk -F, -v p="$1" -v v="$2" -v name="$3" '
-    NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i; next}
-    $1 == p && $4 == v {print $c}' "$CSV" | median
+col() {  # col PROFILE VARIANT COLUMN: its median
+  median_where "$CSV" "$3" "profile=$1" "variant=$2"
 }
 echo
 machine_note

@@ -31,22 +31,12 @@ done
 need "$GEN" "$AGREP"
 CSV=$RESULTS/search.csv
 
-make_volume
-PATTERN=$("$GEN" agrep --dir "$MNT" --files "$FILES" --total "$TOTAL" 2>/dev/null | sed 's/.*pattern=//')
-unmount
+search_data "$FILES" "$TOTAL"
 
 variants_of() {
   case $1 in
     agrep) echo original manual speculating spec-ignored ;;
     grep) echo original speculating spec-ignored ;;
-  esac
-}
-command_of() {  # command_of PROGRAM VARIANT
-  local variant=original
-  [[ $2 = manual ]] && variant=manual
-  case $1 in
-    agrep) echo "$AGREP" --variant "$variant" -p "$PATTERN" text ;;
-    grep) echo grep -r -F "$PATTERN" text ;;
   esac
 }
 
@@ -63,12 +53,11 @@ for profile in $PROFILES; do
         cold_mount "${args[@]}"
         speculate=0
         [[ $v = speculating || $v = spec-ignored ]] && speculate=1
-        read -ra cmd <<<"$(command_of "$program" "$v")"
+        agrep_variant=original
+        [[ $v = manual ]] && agrep_variant=manual
+        read -ra cmd <<<"$(search_command "$program" "$agrep_variant")"
         timed_run "$speculate" "$WORK/out.$program.$v" "${cmd[@]}"
-        if [[ -f $WORK/out.$program.original ]] &&
-           ! cmp -s "$WORK/out.$program.original" "$WORK/out.$program.$v"; then
-          echo "$program $v printed other output than the original" >&2; exit 1
-        fi
+        same_output "$program" "$v"
         echo "$profile,$DATA_CACHE,$r,$program,$v,$ELAPSED,$(counter_columns)" >>"$CSV"
         echo "  $profile repeat $r $program $v: ${ELAPSED}s" >&2
         unmount
@@ -77,10 +66,8 @@ for profile in $PROFILES; do
   done
 done
 
-col() {  # col PROFILE PROGRAM VARIANT COLUMN-NAME: median of that column
-  awk -F, -v p="$1" -v g="$2" -v v="$3" -v name="$4" '
-    NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i; next}
-    $1 == p && $4 == g && $5 == v {print $c}' "$CSV" | median
+col() {  # col PROFILE PROGRAM VARIANT COLUMN: its median
+  median_where "$CSV" "$4" "profile=$1" "program=$2" "variant=$3"
 }
 echo
 machine_note

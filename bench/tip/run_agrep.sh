@@ -54,9 +54,7 @@ for profile in $PROFILES; do
   done
 done
 
-col() {  # col PROFILE VARIANT COLUMN: median of that column
-  awk -F, -v p="$1" -v v="$2" -v c="$3" 'NR > 1 && $1 == p && $4 == v {print $c}' "$CSV" | median
-}
+col() { median_where "$CSV" "$3" "profile=$1" "variant=$2"; }  # col PROFILE VARIANT COLUMN: its median
 echo
 machine_note
 printf 'agrep: %s files, %s, 4 emulated disks, cache %s, --data-cache %s, cold, medians of %d\n' \

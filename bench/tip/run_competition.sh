@@ -98,9 +98,7 @@ for s in $SETS; do
   done
 done
 
-col() {  # col SET POLICY COLUMN: median of that column
-  awk -F, -v s="$1" -v p="$2" -v c="$3" 'NR > 1 && $1 == s && $5 == p {print $c}' "$CSV" | median
-}
+col() { median_where "$CSV" "$3" "set=$1" "policy=$2"; }  # col SET POLICY COLUMN: its median
 echo
 machine_note
 printf 'agrep (manual hints, 1349 files, 18M) beside a re-reader of 64 KiB files (%d passes,\n' "$PASSES"

@@ -63,7 +63,7 @@ if [[ $(cut -d, -f10 "$CSV" | tail -n +2 | sort -u | wc -l) != 1 ]]; then
   exit 1
 fi
 
-col() { awk -F, -v m="$1" -v c="$2" 'NR > 1 && $1 == m {print $c}' "$CSV" | median; }
+col() { median_where "$CSV" "$2" "mode=$1"; }  # col MODE COLUMN: its median
 us_per_file() { awk -v s="$1" -v n="$FILES" 'BEGIN {printf "%.1f", s * 1e6 / n}'; }
 echo
 machine_note
