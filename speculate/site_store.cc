@@ -121,16 +121,18 @@ Status SiteStore::Save(const CriticalSites& sites) const {
   return SaveIn(kSitesSubdirectory, sites, /*merge=*/true);
 }
 
-Status SiteStore::Replace(const CriticalSites& sites) const {
-  if (sites.size() > 0) return SaveIn(kSitesSubdirectory, sites, /*merge=*/false);
+Status SiteStore::Refute(const CriticalSites& sites) const {
+  // Refuted first: should the rest fail, no later run loads them anyway.
+  TIPFS_RETURN_IF_ERROR(SaveIn(kRefutedSitesSubdirectory, sites, /*merge=*/true));
+  CriticalSites kept;
+  Status loaded = Load(&kept);
+  if (loaded.error() == ENOENT) return Status::OK();
+  TIPFS_RETURN_IF_ERROR(loaded);
+  kept.RemoveAll(sites);
+  if (kept.size() > 0) return SaveIn(kSitesSubdirectory, kept, /*merge=*/false);
   const std::string path = Path();
-  if (path.empty()) return Status::NotFound("no state directory");
   if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove " + path);
   return Status::OK();
-}
-
-Status SiteStore::SaveRefuted(const CriticalSites& sites) const {
-  return SaveIn(kRefutedSitesSubdirectory, sites, /*merge=*/true);
 }
 
 }  // namespace tipfs::spec

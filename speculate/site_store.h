@@ -35,17 +35,18 @@ class SiteStore {
   Status Load(CriticalSites* sites) const;
   // Stores the union of `sites` and what is stored now (another run may have learned others).
   Status Save(const CriticalSites& sites) const;
-  // Stores exactly `sites` (nothing merged); removes the program's file when `sites` is empty.
-  Status Replace(const CriticalSites& sites) const;
-  // The refuted sites: Load and Save (a union, as Save) of refuted-sites/<program key>.
+  // Takes `sites` out of the stored sites, keeping those another run saved meanwhile (the file
+  // goes when none are left), and adds them to the refuted sites.
+  Status Refute(const CriticalSites& sites) const;
+  // The refuted sites of refuted-sites/<program key>.
   Status LoadRefuted(CriticalSites* sites) const;
-  Status SaveRefuted(const CriticalSites& sites) const;
   std::string Path() const;         // empty without a state directory
   std::string RefutedPath() const;  // likewise
 
  private:
   std::string PathIn(const char* subdirectory) const;
   Status LoadFrom(const std::string& path, CriticalSites* sites) const;
+  // Writes `sites` to subdirectory/<key>; with `merge`, united with what the file holds now.
   Status SaveIn(const char* subdirectory, const CriticalSites& sites, bool merge) const;
 
   uint64_t key_;

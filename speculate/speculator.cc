@@ -536,12 +536,9 @@ void Speculator::SaveLearnedSites() {
   if (!sites_unsaved_ || !options_.learn) return;
   // The next run learns again if this fails.
   SiteStore store(program_key_);
-  if (refuted_now_) {
-    (void)store.Replace(sites_);
-    (void)store.SaveRefuted(refuted_);
-  } else {
-    (void)store.Save(sites_);
-  }
+  // Refuting first, then saving a union, keeps what another run of the program learned meanwhile.
+  if (refuted_now_) (void)store.Refute(refuted_);
+  if (!refuted_now_ || sites_.size() > 0) (void)store.Save(sites_);
   sites_unsaved_ = false;
 }
 

@@ -137,34 +137,37 @@ TEST_F(SiteStoreTest, AStateDirectoryOthersMayWriteIsRefused) {
   EXPECT_NE(sub.status().message().find("writable by others"), std::string::npos);
 }
 
-TEST_F(SiteStoreTest, ReplaceForgetsAndRefutedSitesAreKeptApart) {
+TEST_F(SiteStoreTest, RefutedSitesGoApartAndWhatAnotherRunLearnedStays) {
   SiteStore store(0x5e);
   CriticalSites learned;
   learned.Insert(21);
   learned.Insert(22);
   ASSERT_TRUE(store.Save(learned).ok());
-  CriticalSites kept;
-  kept.Insert(22);
-  ASSERT_TRUE(store.Replace(kept).ok());  // exactly these: 21 is forgotten, not merged back
+  CriticalSites elsewhere;  // a concurrent run of the program learned 24 after this one loaded
+  elsewhere.Insert(24);
+  ASSERT_TRUE(store.Save(elsewhere).ok());
+  CriticalSites refuted;
+  refuted.Insert(21);
+  ASSERT_TRUE(store.Refute(refuted).ok());
   CriticalSites loaded;
   ASSERT_TRUE(store.Load(&loaded).ok());
-  EXPECT_EQ(loaded.size(), 1u);
-  EXPECT_TRUE(loaded.Contains(22));
-  ASSERT_TRUE(store.Replace(CriticalSites()).ok());  // none left: the file goes
-  EXPECT_FALSE(std::filesystem::exists(store.Path()));
-  EXPECT_TRUE(store.Replace(CriticalSites()).ok());  // and going again is no error
-
-  CriticalSites refuted;
-  EXPECT_EQ(store.LoadRefuted(&refuted).error(), ENOENT);
-  refuted.Insert(21);
-  ASSERT_TRUE(store.SaveRefuted(refuted).ok());
-  CriticalSites more;
-  more.Insert(23);
-  ASSERT_TRUE(store.SaveRefuted(more).ok());  // a union, as Save
+  EXPECT_EQ(loaded.size(), 2u);
+  EXPECT_FALSE(loaded.Contains(21));
+  EXPECT_TRUE(loaded.Contains(22) && loaded.Contains(24));
   CriticalSites back;
   ASSERT_TRUE(store.LoadRefuted(&back).ok());
-  EXPECT_EQ(back.size(), 2u);
-  EXPECT_TRUE(back.Contains(21) && back.Contains(23));
+  EXPECT_EQ(back.size(), 1u);
+  EXPECT_TRUE(back.Contains(21));
+
+  CriticalSites rest;  // refuting the rest removes the file, and refuted sites accumulate
+  rest.Insert(22);
+  rest.Insert(24);
+  ASSERT_TRUE(store.Refute(rest).ok());
+  EXPECT_FALSE(std::filesystem::exists(store.Path()));
+  EXPECT_TRUE(store.Refute(rest).ok()) << "refuting what is no longer stored is no error";
+  back = CriticalSites();
+  ASSERT_TRUE(store.LoadRefuted(&back).ok());
+  EXPECT_EQ(back.size(), 3u);
   EXPECT_NE(store.RefutedPath(), store.Path());
   EXPECT_EQ(store.Load(&back).error(), ENOENT) << "refuted sites are not learned sites";
   struct stat st;
