@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache/file_cache.h"
+#include "stripe/emulation/emulated_disk.h"
 #include "stripe/faulty_disk.h"
 #include "stripe/striped_io.h"
 #include "stripe/volume.h"
@@ -105,6 +106,19 @@ enum class Wrap { kNone, kHeld, kFaulty };
 // Wraps each in-memory disk (e.g. in an EmulatedDisk on the rig's clock).
 using WrapDisk =
     std::function<std::unique_ptr<stripe::Disk>(std::unique_ptr<stripe::Disk>, Clock* clock)>;
+
+// Wraps each in-memory disk in an EmulatedDisk on the rig's clock that takes `access_ns` for a
+// request not continuing the previous one, with no transfer time and no CPU burnt.
+inline WrapDisk EmulatedDisks(int64_t access_ns) {
+  return [access_ns](std::unique_ptr<stripe::Disk> inner, Clock* clock) {
+    stripe::EmulatedDiskOptions o;
+    o.model.profile = "test";
+    o.model.access_ns = access_ns;
+    o.burn_overhead = false;
+    return std::unique_ptr<stripe::Disk>(
+        std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o));
+  };
+}
 
 struct CacheRig {
   CacheRig(uint32_t disk_count, uint32_t stripe_unit, CacheOptions options, Wrap wrap = Wrap::kNone,

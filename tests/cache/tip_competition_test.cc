@@ -15,7 +15,6 @@
 
 #include "cache/file_cache.h"
 #include "cache/tip_model.h"
-#include "stripe/emulation/emulated_disk.h"
 #include "tests/cache/cache_rig.h"
 
 namespace tipfs::cache {
@@ -31,18 +30,6 @@ constexpr int64_t kUs = kNanosPerMicro;
 constexpr int64_t kAccess = 10 * kMs;
 constexpr uint64_t kCacheBlocks = 256;
 constexpr uint32_t kDisks = 4;
-
-// Each disk: 10 ms per request that does not continue the previous one, no transfer cost.
-testing::WrapDisk Emulate() {
-  return [](std::unique_ptr<stripe::Disk> inner, Clock* clock) {
-    stripe::EmulatedDiskOptions o;
-    o.model.profile = "test";
-    o.model.access_ns = kAccess;
-    o.burn_overhead = false;
-    return std::unique_ptr<stripe::Disk>(
-        std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o));
-  };
-}
 
 // Every block of the file starts with its inode and block number, so a read can be checked
 // without keeping the file's bytes.
@@ -107,7 +94,7 @@ struct Scenario {
 class Simulation {
  public:
   Simulation(const Scenario& sc, Policy policy)
-      : rig_(kDisks, kBlock, Options(policy), Wrap::kNone, Emulate()) {
+      : rig_(kDisks, kBlock, Options(policy), Wrap::kNone, testing::EmulatedDisks(kAccess)) {
     h_.pid = 100;
     h_.ino = 1;
     h_.file_blocks = sc.h_file_blocks;

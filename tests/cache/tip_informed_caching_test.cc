@@ -14,7 +14,6 @@
 
 #include "cache/file_cache.h"
 #include "cache/hint_stream.h"
-#include "stripe/emulation/emulated_disk.h"
 #include "tests/cache/cache_rig.h"
 
 namespace tipfs::cache {
@@ -28,17 +27,6 @@ using testing::Wrap;
 constexpr uint32_t kBlock = 4096;
 constexpr int64_t kMs = kNanosPerMilli;
 
-testing::WrapDisk Emulate() {
-  return [](std::unique_ptr<stripe::Disk> inner, Clock* clock) {
-    stripe::EmulatedDiskOptions o;
-    o.model.profile = "test";
-    o.model.access_ns = 10 * kMs;
-    o.burn_overhead = false;
-    return std::unique_ptr<stripe::Disk>(
-        std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o));
-  };
-}
-
 ReadContext Reader(uint32_t pid) { return ReadContext{pid, pid}; }
 
 // A cache of 512 blocks over 4 disks, full of a file read once (cold LRU blocks nobody reads
@@ -51,7 +39,8 @@ class HintedLoop {
   static constexpr uint64_t kSet = 384;
   static constexpr int kPasses = 3;
 
-  HintedLoop() : rig_(4, kBlock, TestOptions(kCache), Wrap::kNone, Emulate()) {
+  HintedLoop()
+      : rig_(4, kBlock, TestOptions(kCache), Wrap::kNone, testing::EmulatedDisks(10 * kMs)) {
     data_ = RandomBytes(kSet * kBlock, 1);
     rig_.WriteUnderneath(1, data_);
     const std::string cold = RandomBytes(kCache * kBlock, 2);

@@ -20,6 +20,7 @@ namespace tipfs::cache {
 namespace {
 
 using testing::CacheRig;
+using testing::EmulatedDisks;
 using testing::RandomBytes;
 using testing::TestOptions;
 using testing::Wrap;
@@ -27,22 +28,6 @@ using testing::Wrap;
 constexpr uint32_t kBlock = 4096;
 constexpr int64_t kMs = kNanosPerMilli;
 constexpr int64_t kAccess = 10 * kMs;
-
-// Each disk: 10 ms per request that does not continue the previous one, no transfer cost.
-struct Emulated {
-  std::vector<stripe::EmulatedDisk*> disks;
-  testing::WrapDisk Wrap() {
-    return [this](std::unique_ptr<stripe::Disk> inner, Clock* clock) {
-      stripe::EmulatedDiskOptions o;
-      o.model.profile = "test";
-      o.model.access_ns = kAccess;
-      o.burn_overhead = false;
-      auto disk = std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o);
-      disks.push_back(disk.get());
-      return std::unique_ptr<stripe::Disk>(std::move(disk));
-    };
-  }
-};
 
 // Writes a file straight onto the in-memory disks under the emulation (untimed), as if it had
 // been written long ago.
@@ -122,8 +107,7 @@ void ReadInOrder(CacheRig& rig, uint32_t pid, uint64_t ino, const std::string& d
 }
 
 TEST(TipTest, EstimatorsMeasureDiskTimeAndComputeTime) {
-  Emulated emu;
-  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 2, 16, 1);
   EXPECT_DOUBLE_EQ(rig.cache->Stats().t_disk_nanos[0], 5.0 * kMs);  // the initial assumption
   for (uint64_t b : {15, 13, 11, 9, 7}) {
@@ -148,8 +132,7 @@ TEST(TipTest, EstimatorsMeasureDiskTimeAndComputeTime) {
 // 2 ms of computation counted as 32 ms per access, which made the horizon of a search over
 // small files about 1 on real mounts.)
 TEST(TipTest, ShortReadsCountAsWholeAccessesInTheEstimators) {
-  Emulated emu;
-  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 2, 16, 1);
   for (uint64_t b : {15, 13, 11, 9, 7}) {
     ASSERT_EQ(rig.ReadWaiting(Reader(100), 2, b * kBlock + 100, 256, data.size()),
@@ -172,8 +155,7 @@ TEST(TipTest, ShortReadsCountAsWholeAccessesInTheEstimators) {
 // One long pause of the reader (preempted on a busy machine) does not collapse its horizon:
 // the gap counts for at most 4 times the current T_cpu.
 TEST(TipTest, OneLongPauseOfTheReaderDoesNotCollapseItsHorizon) {
-  Emulated emu;
-  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 2, 16, 1);
   int64_t pause = 0;
   for (uint64_t b : {15, 13, 11, 9, 7, 5}) {
@@ -192,8 +174,7 @@ TEST(TipTest, OneLongPauseOfTheReaderDoesNotCollapseItsHorizon) {
 // while another disk works through a long run of the stream's first accesses: the manager looks
 // as far as the horizon, not a fixed window of 32 accesses.
 TEST(TipTest, IdleDisksPrefetchFarDownTheStreamWithinTheHorizon) {
-  Emulated emu;
-  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 1, 256, 5);
   const auto disk_of = [&](uint64_t block) {
     return rig.io->layout().DiskOfOffset(1, block * kBlock);
@@ -220,11 +201,10 @@ TEST(TipTest, IdleDisksPrefetchFarDownTheStreamWithinTheHorizon) {
 }
 
 TEST(TipTest, HintedStreamIsPrefetchedExactlyToTheHorizon) {
-  Emulated emu;
   CacheOptions options = TestOptions(256);
   options.prefetch_idle_disks = false;  // the paper's model exactly (see the test after this one)
   options.queue_aware_horizon = false;
-  CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, options, Wrap::kNone, EmulatedDisks(kAccess));
   const std::string warm = WriteRaw(rig, 2, 8, 2);
   const std::string data = WriteRaw(rig, 1, 64, 3);
   // Teach the cache this reader's pace: 5 ms of computation per block. P = 10 / 5 = 2.
@@ -263,12 +243,11 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
     uint64_t stall = 0;
   };
   const auto run = [](bool idle_disks) {
-    Emulated emu;
     CacheOptions options = TestOptions(256);
     options.max_prefetches_per_disk = 1;
     options.prefetch_idle_disks = idle_disks;
     options.queue_aware_horizon = false;  // idle disks alone (queues: the next test)
-    CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+    CacheRig rig(4, kBlock, options, Wrap::kNone, EmulatedDisks(kAccess));
     const std::string warm = WriteRaw(rig, 2, 8, 2);
     const std::string data = WriteRaw(rig, 1, 256, 3);
     ReadDescending(rig, 100, 2, warm, 2 * kMs);  // P = 5
@@ -296,11 +275,10 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonWhenTheArrayIsTheBottleneck) {
 // speculative hints, or of a process whose speculative hints went unread, waits for its horizon.
 TEST(TipTest, IdleDisksFetchBeyondTheHorizonOnlyForAccurateHints) {
   const auto far_block_fetched_at_hint = [](HintSource source, bool unread_before) -> bool {
-    Emulated emu;
     CacheOptions options = TestOptions(256);
     options.max_prefetches_per_disk = 1;
     options.queue_aware_horizon = false;
-    CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+    CacheRig rig(4, kBlock, options, Wrap::kNone, EmulatedDisks(kAccess));
     const std::string warm = WriteRaw(rig, 2, 8, 2);
     const std::string data = WriteRaw(rig, 1, 256, 3);
     WriteRaw(rig, 3, 128, 4);
@@ -331,10 +309,9 @@ TEST(TipTest, IdleDisksFetchBeyondTheHorizonOnlyForAccurateHints) {
 // ahead saves the sequential reader against the LRU's marginal hits, it takes the buffers the
 // working set leaves and goes as deep as those allow.
 TEST(TipTest, ReadaheadCompetesWithTheLru) {
-  Emulated emu;
   CacheOptions options = TestOptions(64);
   options.readahead = true;
-  CacheRig rig(1, kBlock, options, Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, options, Wrap::kNone, EmulatedDisks(kAccess));
   const std::string set = WriteRaw(rig, 1, 48, 1);
   const std::string seq = WriteRaw(rig, 2, 512, 2);
   for (uint64_t b = 0; b < 48; ++b) {
@@ -377,10 +354,9 @@ TEST(TipTest, QueuedDisksPrefetchDeeperThanThePaperHorizon) {
     uint64_t used = 0;
   };
   const auto run = [](bool queue_aware) {
-    Emulated emu;
     CacheOptions options = TestOptions(256);
     options.queue_aware_horizon = queue_aware;
-    CacheRig rig(4, kBlock, options, Wrap::kNone, emu.Wrap());
+    CacheRig rig(4, kBlock, options, Wrap::kNone, EmulatedDisks(kAccess));
     const std::string data = WriteRaw(rig, 1, 1024, 3);
     const auto disk_of = [&](uint64_t b) { return rig.io->layout().DiskOfOffset(1, b * kBlock); };
     std::vector<uint64_t> on_disk[4];
@@ -426,8 +402,7 @@ TEST(TipTest, QueuedDisksPrefetchDeeperThanThePaperHorizon) {
 // stream's T_app is its consumers', together. One worker computing 4 ms per block paces it at
 // P = 10 / 4; two side by side consume one block per 2 ms, P = 10 / 2.
 TEST(TipTest, ASharedStreamIsPacedByItsConsumers) {
-  Emulated emu;
-  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, TestOptions(256), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 2, 64, 21);
   ReadDescending(rig, 300, 2, data, 1 * kMs);  // every disk measured at 10 ms; all cached
   for (double t : rig.cache->Stats().t_disk_nanos) ASSERT_DOUBLE_EQ(t, 10.0 * kMs);
@@ -467,8 +442,7 @@ TEST(TipTest, ASharedStreamIsPacedByItsConsumers) {
 // rate), so the manager gives up the holder's blocks needed furthest ahead, and stops once the
 // fast stream's next benefit falls below the next ejection's cost.
 TEST(TipTest, AFasterReadersHintsEjectAnIdleHintersFurthestBlocks) {
-  Emulated emu;
-  CacheRig rig(4, kBlock, TestOptions(8), Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, TestOptions(8), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string warm = WriteRaw(rig, 3, 8, 30);
   const std::string slow = WriteRaw(rig, 1, 64, 31);
   const std::string fast = WriteRaw(rig, 2, 64, 32);
@@ -498,10 +472,9 @@ TEST(TipTest, AFasterReadersHintsEjectAnIdleHintersFurthestBlocks) {
 }
 
 TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
-  Emulated emu;
   CacheOptions o = TestOptions(256);
   o.hints_ignored = true;
-  CacheRig rig(4, kBlock, o, Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, o, Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 1, 16, 4);
   ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 16)).ok());
   ReadDescending(rig, 100, 1, data, 5 * kMs);
@@ -513,8 +486,7 @@ TEST(TipTest, HintsIgnoredPrefetchNothingAndStallEveryBlock) {
 }
 
 TEST(TipTest, LruKeepsAHotSetAgainstUselessHints) {
-  Emulated emu;
-  CacheRig rig(1, kBlock, TestOptions(32), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(32), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string hot = WriteRaw(rig, 3, 16, 5);
   WriteRaw(rig, 4, 200, 6);
   auto pass = [&] {
@@ -539,8 +511,7 @@ TEST(TipTest, LruKeepsAHotSetAgainstUselessHints) {
 }
 
 TEST(TipTest, HintsTakeBuffersFromColdLruData) {
-  Emulated emu;
-  CacheRig rig(2, kBlock, TestOptions(32), Wrap::kNone, emu.Wrap());
+  CacheRig rig(2, kBlock, TestOptions(32), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string cold = WriteRaw(rig, 3, 24, 7);
   const std::string data = WriteRaw(rig, 4, 48, 8);
   ReadDescending(rig, 100, 3, cold, 1 * kMs);
@@ -554,10 +525,9 @@ TEST(TipTest, HintsTakeBuffersFromColdLruData) {
 }
 
 TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
-  Emulated emu;
   CacheOptions o = TestOptions(32);
   o.max_prefetches_per_disk = 4;
-  CacheRig rig(1, kBlock, o, Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, o, Wrap::kNone, EmulatedDisks(kAccess));
   const std::string kept = WriteRaw(rig, 6, 12, 9);
   WriteRaw(rig, 5, 20, 10);
   const std::string other = WriteRaw(rig, 7, 20, 11);
@@ -584,8 +554,7 @@ TEST(TipTest, WrongHintsAreCancelledAtOnceAndEvictedFirst) {
 }
 
 TEST(TipTest, OneWrongSpeculatorDiscountsItsOwnHintsNotAnothers) {
-  Emulated emu;
-  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(1, kBlock, TestOptions(64), Wrap::kNone, EmulatedDisks(kAccess));
   WriteRaw(rig, 5, 20, 15);
   const std::string good = WriteRaw(rig, 7, 16, 16);
   // Process 300 speculates wrongly: its 20 hinted blocks are cancelled unread.
@@ -608,9 +577,8 @@ TEST(TipTest, OneWrongSpeculatorDiscountsItsOwnHintsNotAnothers) {
 }
 
 TEST(TipTest, ConcurrentHintersShareFairly) {
-  Emulated emu;
   // Four buffers for two readers that each want P = 10 ms / 2 ms = 5 blocks ahead.
-  CacheRig rig(4, kBlock, TestOptions(4), Wrap::kNone, emu.Wrap());
+  CacheRig rig(4, kBlock, TestOptions(4), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string a = WriteRaw(rig, 1, 100, 12);
   const std::string b = WriteRaw(rig, 2, 100, 13);
   ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 100)).ok());
@@ -648,8 +616,7 @@ TEST(TipTest, ConcurrentHintersShareFairly) {
 }
 
 TEST(TipTest, WarmupPrefetchesInOrderIntoTheLru) {
-  Emulated emu;
-  CacheRig rig(2, kBlock, TestOptions(64), Wrap::kNone, emu.Wrap());
+  CacheRig rig(2, kBlock, TestOptions(64), Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 1, 30, 14);
   HintBatch warm;
   warm.stream = 500;
@@ -672,10 +639,9 @@ TEST(TipTest, WarmupPrefetchesInOrderIntoTheLru) {
 // With its own thread (the mount's default), the manager prefetches a hint without any read
 // asking it to: the hint call only wakes it. The blocks then serve reads without disk requests.
 TEST(TipManagerThreadTest, HintsArePrefetchedByTheManagerThread) {
-  Emulated emu;
   CacheOptions o = TestOptions(64);
   o.manager_thread = true;
-  CacheRig rig(2, kBlock, o, Wrap::kNone, emu.Wrap());
+  CacheRig rig(2, kBlock, o, Wrap::kNone, EmulatedDisks(kAccess));
   const std::string data = WriteRaw(rig, 1, 16, 15);
   ASSERT_TRUE(rig.cache->Hint(Reverse(100, 1, 16)).ok());
   // 16 blocks, at most 4 prefetches per disk: later ones go out as earlier ones complete. The

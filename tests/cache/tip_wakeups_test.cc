@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "cache/file_cache.h"
-#include "stripe/emulation/emulated_disk.h"
 #include "tests/cache/cache_rig.h"
 
 namespace tipfs::cache {
@@ -25,17 +24,8 @@ using testing::Wrap;
 
 constexpr uint32_t kBlock = 4096;
 constexpr uint64_t kFileBlocks = 256;
-constexpr uint64_t kCacheBlocks = 32;  // the random reads below miss and evict
-
-testing::WrapDisk EmulatedDisks() {
-  return [](std::unique_ptr<stripe::Disk> inner, Clock* clock) -> std::unique_ptr<stripe::Disk> {
-    stripe::EmulatedDiskOptions o;
-    o.model.profile = "test";
-    o.model.access_ns = 10 * kNanosPerMilli;
-    o.burn_overhead = false;
-    return std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o);
-  };
-}
+constexpr uint64_t kCacheBlocks = 32;            // the random reads below miss and evict
+constexpr int64_t kTenMs = 10 * kNanosPerMilli;  // each disk's access time
 
 std::string WriteFile(CacheRig& rig, uint64_t ino) {
   std::string data = RandomBytes(kFileBlocks * kBlock, ino);
@@ -93,7 +83,7 @@ TEST(TipWakeupsTest, UnhintedReadsRunNoRoundAndAHintIsPrefetchedAtOnce) {
     SCOPED_TRACE(readahead ? "read-ahead on" : "read-ahead off");
     CacheOptions o = TestOptions(kCacheBlocks);
     o.readahead = readahead;  // random reads start no run: nothing for it to do either
-    CacheRig rig(4, kBlock, o, Wrap::kNone, EmulatedDisks());
+    CacheRig rig(4, kBlock, o, Wrap::kNone, testing::EmulatedDisks(kTenMs));
     const std::string data = WriteFile(rig, 1);
     const std::string hinted = WriteFile(rig, 2);
     ReadRandomly(rig, 1, data, 300);
@@ -131,7 +121,7 @@ TEST(TipWakeupsTest, UnhintedReadsRunNoRoundAndAHintIsPrefetchedAtOnce) {
 TEST(TipWakeupsTest, UnhintedReadsNeverWakeTheManagerThread) {
   CacheOptions o = TestOptions(kCacheBlocks);
   o.manager_thread = true;
-  CacheRig rig(4, kBlock, o, Wrap::kNone, EmulatedDisks());
+  CacheRig rig(4, kBlock, o, Wrap::kNone, testing::EmulatedDisks(kTenMs));
   const std::string data = WriteFile(rig, 1);
   const std::string hinted = WriteFile(rig, 2);
   ReadRandomly(rig, 1, data, 300);
