@@ -107,10 +107,13 @@ class FileSystem {
   Status RemoveXattr(Ino ino, std::string_view name);
 
   // Space (fusefs/space.cc): statfs counts each backing store once however many disks share
-  // it; AllocatedBlocks is st_blocks (512-byte units) from what the objects really hold; Seek is
-  // lseek(2) SEEK_DATA / SEEK_HOLE over the objects' data and holes (ENXIO at or past the end).
+  // it; AllocatedBlocks is st_blocks (512-byte units) from what the objects really hold, asking
+  // every disk of every given inode at once (one round trip for a READDIRPLUS reply on RADOS
+  // disks, not one per entry and disk); Seek is lseek(2) SEEK_DATA / SEEK_HOLE over the objects'
+  // data and holes (ENXIO at or past the end).
   Result<struct statvfs> StatFs();
   uint64_t AllocatedBlocks(const meta::Inode& inode);
+  std::vector<uint64_t> AllocatedBlocks(const std::vector<const meta::Inode*>& inodes);
   Result<uint64_t> Seek(Ino ino, uint64_t offset, int whence);
   // Makes everything durable (unmount).
   Status SyncAll();

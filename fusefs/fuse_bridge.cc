@@ -91,7 +91,8 @@ uint32_t BlockSizeFor(FileSystem* fs) {
   return std::max<uint32_t>(fs->volume()->layout().stripe_unit(), 128 * 1024);
 }
 
-struct stat ToStat(FileSystem* fs, const meta::Inode& inode) {
+// `blocks`: st_blocks, asked of the disks by the caller (AllocatedBlocks).
+struct stat ToStat(FileSystem* fs, const meta::Inode& inode, uint64_t blocks) {
   struct stat st = {};
   st.st_ino = inode.ino;
   st.st_mode = inode.mode;
@@ -101,11 +102,15 @@ struct stat ToStat(FileSystem* fs, const meta::Inode& inode) {
   st.st_rdev = inode.rdev;
   st.st_size = static_cast<off_t>(inode.size);
   st.st_blksize = BlockSizeFor(fs);
-  st.st_blocks = static_cast<blkcnt_t>(fs->AllocatedBlocks(inode));
+  st.st_blocks = static_cast<blkcnt_t>(blocks);
   st.st_atim = {inode.atime.sec, inode.atime.nsec};
   st.st_mtim = {inode.mtime.sec, inode.mtime.nsec};
   st.st_ctim = {inode.ctime.sec, inode.ctime.nsec};
   return st;
+}
+
+struct stat ToStat(FileSystem* fs, const meta::Inode& inode) {
+  return ToStat(fs, inode, fs->AllocatedBlocks(inode));
 }
 
 struct stat ControlStat(uint64_t ino, bool writable) {
@@ -118,14 +123,18 @@ struct stat ControlStat(uint64_t ino, bool writable) {
   return st;
 }
 
-fuse_entry_param EntryOf(fuse_req_t req, const meta::Inode& inode) {
+fuse_entry_param EntryOf(fuse_req_t req, const meta::Inode& inode, uint64_t blocks) {
   fuse_entry_param e = {};
   e.ino = inode.ino;
   e.generation = 1;  // inode numbers are never reused
-  e.attr = ToStat(Fs(req), inode);
+  e.attr = ToStat(Fs(req), inode, blocks);
   e.attr_timeout = Bridge(req)->options().attr_timeout_seconds;
   e.entry_timeout = Bridge(req)->options().attr_timeout_seconds;
   return e;
+}
+
+fuse_entry_param EntryOf(fuse_req_t req, const meta::Inode& inode) {
+  return EntryOf(req, inode, Fs(req)->AllocatedBlocks(inode));
 }
 
 fuse_entry_param ControlEntry(fuse_req_t req, uint64_t ino) {
@@ -503,6 +512,60 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<DirHandle*>(fi->fh);
 }
 
+// One READDIRPLUS reply: which entries fit depends on their names alone, so the entries are
+// chosen first and st_blocks of all of them asked of the disks at once (on RADOS disks one round
+// trip for the reply instead of one per entry and disk).
+size_t FillDirectoryPlus(fuse_req_t req, const std::vector<meta::DirEntry>& entries, size_t off,
+                         bool control_dir, char* buffer, size_t size, std::vector<Ino>* looked_up) {
+  FileSystem* fs = Fs(req);
+  struct Chosen {
+    size_t index = 0;
+    fuse_entry_param entry = {};
+    bool counted = false;  // hands the kernel a lookup reference (all but ".", ".." and .tipfs/)
+    meta::Inode inode;     // counted ones
+  };
+  std::vector<Chosen> chosen;
+  size_t fitted = 0;
+  for (size_t i = off; i < entries.size(); ++i) {
+    const meta::DirEntry& entry = entries[i];
+    const size_t needed = fuse_add_direntry_plus(req, nullptr, 0, entry.name.c_str(), nullptr, 0);
+    if (fitted + needed > size) break;
+    Chosen c;
+    c.index = i;
+    if (control_dir) {
+      c.entry = ControlEntry(req, entry.ino);
+    } else if (entry.name == "." || entry.name == "..") {
+      c.entry.attr.st_ino = entry.ino;
+      c.entry.attr.st_mode = entry.type;
+    } else {
+      Result<meta::Inode> inode = fs->GetAttr(entry.ino);
+      if (!inode.ok()) continue;  // removed since opendir
+      c.counted = true;
+      c.inode = *inode;
+    }
+    fitted += needed;
+    chosen.push_back(std::move(c));
+  }
+  std::vector<const meta::Inode*> inodes;
+  for (const Chosen& c : chosen) {
+    if (c.counted) inodes.push_back(&c.inode);
+  }
+  const std::vector<uint64_t> blocks = fs->AllocatedBlocks(inodes);
+  size_t used = 0;
+  size_t next_blocks = 0;
+  for (Chosen& c : chosen) {
+    if (c.counted) c.entry = EntryOf(req, c.inode, blocks[next_blocks++]);
+    used += fuse_add_direntry_plus(req, buffer + used, size - used, entries[c.index].name.c_str(),
+                                   &c.entry, static_cast<off_t>(c.index + 1));
+    // Counted before the reply: the kernel may forget an entry as soon as it has the reply.
+    if (c.counted) {
+      looked_up->push_back(c.inode.ino);
+      fs->inodes()->AddLookups(c.inode.ino);
+    }
+  }
+  return used;
+}
+
 void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
                    bool plus) {
   HandleUse<DirHandle> handle(fi);
@@ -510,40 +573,19 @@ void ReadDirectory(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
   std::vector<char> buffer(size);
   std::vector<Ino> looked_up;  // readdirplus: the references this reply hands the kernel
   size_t used = 0;
-  bool control_dir = ino == ControlFiles::kDirIno;
-  for (size_t i = static_cast<size_t>(off); i < handle->entries.size(); ++i) {
+  const bool control_dir = ino == ControlFiles::kDirIno;
+  if (plus) {
+    used = FillDirectoryPlus(req, handle->entries, static_cast<size_t>(off), control_dir,
+                             buffer.data(), size, &looked_up);
+  }
+  for (size_t i = static_cast<size_t>(off); !plus && i < handle->entries.size(); ++i) {
     const meta::DirEntry& entry = handle->entries[i];
-    size_t remaining = size - used;
-    size_t needed;
-    if (!plus) {
-      struct stat st = {};
-      st.st_ino = entry.ino;
-      st.st_mode = entry.type;
-      needed = fuse_add_direntry(req, buffer.data() + used, remaining, entry.name.c_str(), &st,
-                                 static_cast<off_t>(i + 1));
-    } else {
-      bool dots = entry.name == "." || entry.name == "..";
-      fuse_entry_param e = {};
-      if (control_dir) {
-        e = ControlEntry(req, entry.ino);
-      } else if (dots) {
-        e.attr.st_ino = entry.ino;
-        e.attr.st_mode = entry.type;
-      } else {
-        Result<meta::Inode> inode = fs->GetAttr(entry.ino);
-        if (!inode.ok()) continue;  // removed since opendir
-        e = EntryOf(req, *inode);
-      }
-      needed = fuse_add_direntry_plus(req, buffer.data() + used, remaining, entry.name.c_str(), &e,
-                                      static_cast<off_t>(i + 1));
-      // Every entry but "." and ".." hands the kernel a lookup reference, once it fits. Counted
-      // before the reply: the kernel may forget an entry as soon as it has the reply.
-      if (needed <= remaining && !dots && !control_dir) {
-        looked_up.push_back(entry.ino);
-        fs->inodes()->AddLookups(entry.ino);
-      }
-    }
-    if (needed > remaining) break;
+    struct stat st = {};
+    st.st_ino = entry.ino;
+    st.st_mode = entry.type;
+    const size_t needed = fuse_add_direntry(req, buffer.data() + used, size - used,
+                                            entry.name.c_str(), &st, static_cast<off_t>(i + 1));
+    if (needed > size - used) break;
     used += needed;
   }
   handle.Done();

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include "fusefs/filesystem.h"
+#include "util/mutex.h"
 #include "util/perf_context.h"
 
 namespace tipfs::fusefs {
@@ -42,28 +44,53 @@ Result<struct statvfs> FileSystem::StatFs() {
 }
 
 uint64_t FileSystem::AllocatedBlocks(const meta::Inode& inode) {
-  // Directories, symbolic links and special files keep everything in the metadata store; report
-  // a size-based figure for them, as before.
-  if (!S_ISREG(inode.mode)) return (inode.size + 4095) / 4096 * 8;
-  if (inode.size == 0) return 0;
-  PerfSection metadata(Subsystem::kMetadata);
+  return AllocatedBlocks(std::vector<const meta::Inode*>{&inode})[0];
+}
+
+std::vector<uint64_t> FileSystem::AllocatedBlocks(const std::vector<const meta::Inode*>& inodes) {
   const stripe::Layout& layout = volume_->layout();
-  // Only the disks the file's units reach hold objects of it (a small file: one disk).
-  const uint64_t units = (inode.size + layout.stripe_unit() - 1) / layout.stripe_unit();
-  const uint32_t disks = static_cast<uint32_t>(std::min<uint64_t>(units, layout.disk_count()));
-  uint64_t bytes = 0;
-  for (uint32_t k = 0; k < disks; ++k) {
-    const uint32_t disk = layout.DiskOfUnit(inode.ino, k);
-    Result<stripe::ObjectInfo> info = volume_->disk(disk)->Stat(inode.ino);
-    if (info.ok()) {
-      bytes += info->allocated_bytes;
-    } else if (info.error() != ENOENT) {
-      // A disk that cannot answer (its health board has the error): stat must still work, so
-      // count what the file's size says this disk holds.
-      bytes += layout.ObjectSize(inode.ino, disk, inode.size);
+  // Only the disks a file's units reach hold objects of it (a small file: one disk).
+  auto disks_of = [&layout](const meta::Inode& inode) -> uint32_t {
+    // Directories, symbolic links and special files keep everything in the metadata store.
+    if (!S_ISREG(inode.mode) || inode.size == 0) return 0;
+    const uint64_t units = (inode.size + layout.stripe_unit() - 1) / layout.stripe_unit();
+    return static_cast<uint32_t>(std::min<uint64_t>(units, layout.disk_count()));
+  };
+  // The answers land here from the disks' completion threads; the stack frame outlives them,
+  // since this waits for the last.
+  Mutex mu;
+  CondVar all_answered;
+  size_t pending = 0;
+  std::vector<uint64_t> bytes(inodes.size(), 0);
+  for (const meta::Inode* inode : inodes) pending += disks_of(*inode);
+  PerfSection metadata(Subsystem::kMetadata);
+  for (size_t i = 0; i < inodes.size(); ++i) {
+    const meta::Inode& inode = *inodes[i];
+    if (!S_ISREG(inode.mode)) bytes[i] = (inode.size + 4095) / 4096 * 4096;  // as before
+    for (uint32_t k = 0; k < disks_of(inode); ++k) {
+      const uint32_t disk = layout.DiskOfUnit(inode.ino, k);
+      // No lock is held here: a disk may answer inside the call.
+      volume_->disk(disk)->StatAsync(inode.ino, [&, i, disk, size = inode.size,
+                                                 ino = inode.ino](Result<stripe::ObjectInfo> info) {
+        uint64_t held = 0;
+        if (info.ok()) {
+          held = info->allocated_bytes;
+        } else if (info.error() != ENOENT) {
+          // A disk that cannot answer (its health board has the error): stat must still
+          // work, so count what the file's size says this disk holds.
+          held = layout.ObjectSize(ino, disk, size);
+        }
+        MutexLock lock(&mu);
+        bytes[i] += held;
+        if (--pending == 0) all_answered.SignalAll();
+      });
     }
   }
-  return (bytes + 511) / 512;
+  std::vector<uint64_t> blocks(inodes.size());
+  MutexLock lock(&mu);
+  while (pending > 0) all_answered.Wait(&mu);
+  for (size_t i = 0; i < inodes.size(); ++i) blocks[i] = (bytes[i] + 511) / 512;
+  return blocks;
 }
 
 Result<uint64_t> FileSystem::Seek(Ino ino, uint64_t offset, int whence) {

@@ -58,6 +58,10 @@ class CrashDisk : public DiskWrapper {
   Status Truncate(ObjectId object, uint64_t size) override;
   Status Remove(ObjectId object) override;
   Result<ObjectInfo> Stat(ObjectId object) override;
+  // From Stat (Disk's defaults): the held writes are not in the inner disk's sizes, holes, data.
+  void StatAsync(ObjectId object, StatDone done) override {
+    Disk::StatAsync(object, std::move(done));
+  }
   // From Stat (Disk's default): the held writes are not in the inner disk's holes and data.
   Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override {
     return Disk::Seek(object, offset, kind);

@@ -86,6 +86,13 @@ class Disk {
   virtual Status Remove(ObjectId object) = 0;
   // NotFound (ENOENT) when the object does not exist.
   virtual Result<ObjectInfo> Stat(ObjectId object) = 0;
+  // Stat without waiting, so a caller can ask several disks (or about several objects) at once:
+  // `done` runs exactly once with what Stat would return, from any thread, inside this call when
+  // the answer needs no I/O. The default asks Stat inline, which is right for disks whose Stat is
+  // a local system call; a disk across a network (RadosDisk) overrides it. A disk that overrides
+  // Stat to change its answer (faults, health, held writes) overrides this too.
+  using StatDone = std::function<void(Result<ObjectInfo>)>;
+  virtual void StatAsync(ObjectId object, StatDone done) { done(Stat(object)); }
   // Every object on the disk (for fsck and orphan reclamation).
   virtual Status ListObjects(std::vector<ObjectId>* out) = 0;
   virtual Result<DiskUsage> Usage() = 0;

@@ -159,11 +159,22 @@ Status HealthTrackingDisk::Remove(ObjectId object) {
 
 Result<ObjectInfo> HealthTrackingDisk::Stat(ObjectId object) {
   Result<ObjectInfo> info = inner_->Stat(object);
+  RecordStat(info);
+  return info;
+}
+
+void HealthTrackingDisk::StatAsync(ObjectId object, StatDone done) {
+  inner_->StatAsync(object, [this, done = std::move(done)](Result<ObjectInfo> info) {
+    RecordStat(info);
+    done(std::move(info));
+  });
+}
+
+void HealthTrackingDisk::RecordStat(const Result<ObjectInfo>& info) {
   // A missing object is an answer, not an error of the disk.
   if (info.error() != ENOENT) {
     board_->Record(index_, /*write=*/false, /*disk_wide=*/false, info.status(), /*proves=*/false);
   }
-  return info;
 }
 
 Result<uint64_t> HealthTrackingDisk::Seek(ObjectId object, uint64_t offset, SeekKind kind) {

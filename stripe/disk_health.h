@@ -92,12 +92,15 @@ class HealthTrackingDisk : public DiskWrapper {
   Status Truncate(ObjectId object, uint64_t size) override;
   Status Remove(ObjectId object) override;
   Result<ObjectInfo> Stat(ObjectId object) override;
+  void StatAsync(ObjectId object, StatDone done) override;
   Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override;
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;
   Status SyncAll() override;
 
  private:
+  void RecordStat(const Result<ObjectInfo>& info);
+
   const uint32_t index_;
   DiskHealthBoard* const board_;
 };

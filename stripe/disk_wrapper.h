@@ -24,6 +24,9 @@ class DiskWrapper : public Disk {
   }
   Status Remove(ObjectId object) override { return inner_->Remove(object); }
   Result<ObjectInfo> Stat(ObjectId object) override { return inner_->Stat(object); }
+  void StatAsync(ObjectId object, StatDone done) override {
+    inner_->StatAsync(object, std::move(done));
+  }
   Status ListObjects(std::vector<ObjectId>* out) override { return inner_->ListObjects(out); }
   Result<DiskUsage> Usage() override { return inner_->Usage(); }
   Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override {

@@ -84,6 +84,12 @@ Result<ObjectInfo> FaultyDisk::Stat(ObjectId object) {
   return inner_->Stat(object);
 }
 
+void FaultyDisk::StatAsync(ObjectId object, StatDone done) {
+  Status fault = Check(kReads, object, "stat");
+  if (!fault.ok()) return done(std::move(fault));
+  inner_->StatAsync(object, std::move(done));
+}
+
 Result<uint64_t> FaultyDisk::Seek(ObjectId object, uint64_t offset, SeekKind kind) {
   TIPFS_RETURN_IF_ERROR(Check(kReads, object, "seek"));
   return inner_->Seek(object, offset, kind);

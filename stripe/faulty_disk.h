@@ -45,6 +45,7 @@ class FaultyDisk : public DiskWrapper {
   Status Truncate(ObjectId object, uint64_t size) override;
   Status Remove(ObjectId object) override;
   Result<ObjectInfo> Stat(ObjectId object) override;
+  void StatAsync(ObjectId object, StatDone done) override;
   Result<uint64_t> Seek(ObjectId object, uint64_t offset, SeekKind kind) override;
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;

@@ -17,11 +17,8 @@ namespace tipfs::stripe {
 
 namespace {
 
-constexpr size_t kKeysPerCall = 1024;
 // Cached records before the cache starts over (each costs a few dozen bytes).
 constexpr size_t kMaxCachedRecords = size_t{1} << 20;
-// Objects whose size Stat knows before that cache starts over (each about a hundred bytes).
-constexpr size_t kMaxKnownInfos = size_t{1} << 20;
 constexpr int64_t kUsageRefreshNs = int64_t{2} * 1000 * 1000 * 1000;
 
 // DiskUsage::store_id of every disk on the cluster with this fsid, with the top bit set so it
@@ -185,11 +182,8 @@ void RadosDisk::ForgetObject(ObjectId object) {
   recorded_.erase(it);
 }
 
-namespace {
-
-// Appends the part numbers among the keys of `iter` to *parts and moves *after to the last key;
-// ends the iterator.
-void TakeRecords(rados_omap_iter_t iter, std::vector<uint64_t>* parts, std::string* after) {
+void RadosDisk::TakeRecords(rados_omap_iter_t iter, std::vector<uint64_t>* parts,
+                            std::string* after) {
   while (true) {
     char* key = nullptr;
     char* value = nullptr;
@@ -206,8 +200,6 @@ void TakeRecords(rados_omap_iter_t iter, std::vector<uint64_t>* parts, std::stri
   }
   rados_omap_get_end(iter);
 }
-
-}  // namespace
 
 Status RadosDisk::RecordedParts(ObjectId object, std::string after,
                                 std::vector<uint64_t>* parts) const {
@@ -238,56 +230,6 @@ Result<std::vector<uint64_t>> RadosDisk::RecordedParts(ObjectId object) const {
   std::vector<uint64_t> parts;
   TIPFS_RETURN_IF_ERROR(RecordedParts(object, "", &parts));
   return parts;
-}
-
-// ---- what Stat knows without asking ----
-
-bool RadosDisk::LookUpInfo(ObjectId object, ObjectInfo* info) const {
-  if (!CachesInfo()) return false;
-  MutexLock lock(&info_mu_);
-  auto it = info_.find(object);
-  if (it == info_.end() || !it->second.known) return false;
-  *info = it->second.info;
-  return true;
-}
-
-uint64_t RadosDisk::InfoTicket(ObjectId object) const {
-  if (!CachesInfo()) return 0;
-  MutexLock lock(&info_mu_);
-  auto it = info_.find(object);
-  if (it != info_.end() && it->second.mutating > 0) return 0;
-  return info_clock_;
-}
-
-void RadosDisk::KeepInfo(ObjectId object, uint64_t ticket, const ObjectInfo& info) {
-  if (ticket == 0) return;
-  MutexLock lock(&info_mu_);
-  if (ticket <= info_cleared_at_) return;
-  if (info_.size() >= kMaxKnownInfos) {
-    // Start over, keeping what in-flight mutations need (the clock orders the rest).
-    std::erase_if(info_, [](const auto& entry) { return entry.second.mutating == 0; });
-    info_cleared_at_ = info_clock_++;
-    return;
-  }
-  KnownInfo& known = info_[object];
-  if (known.mutating > 0 || known.changed_at >= ticket) return;
-  known.known = true;
-  known.info = info;
-}
-
-void RadosDisk::BeginMutation(ObjectId object) {
-  MutexLock lock(&info_mu_);
-  KnownInfo& known = info_[object];
-  known.known = false;
-  ++known.mutating;
-  known.changed_at = info_clock_++;
-}
-
-void RadosDisk::EndMutation(ObjectId object) {
-  MutexLock lock(&info_mu_);
-  KnownInfo& known = info_[object];
-  if (known.mutating > 0) --known.mutating;
-  known.changed_at = info_clock_++;
 }
 
 Status RadosDisk::Record(ObjectId object, const std::vector<uint64_t>& parts) {
@@ -527,6 +469,10 @@ void RadosDisk::Finish(Request* r) {
   } else {
     done(std::move(status));
   }
+  RequestEnded();
+}
+
+void RadosDisk::RequestEnded() {
   if (in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     // Notify under the lock: the destructor may free the disk as soon as it sees zero.
     MutexLock lock(&drain_mu_);
@@ -596,78 +542,6 @@ Status RadosDisk::RemoveAllParts(ObjectId object) {
   if (rc < 0 && rc != -ENOENT) return OpError("remove", object, 0, rc);
   ForgetObject(object);
   return Status::OK();
-}
-
-Result<ObjectInfo> RadosDisk::Stat(ObjectId object) {
-  ObjectInfo known;
-  if (LookUpInfo(object, &known)) return known;
-  const uint64_t ticket = InfoTicket(object);
-  Result<ObjectInfo> info = FetchInfo(object);
-  if (info.ok()) KeepInfo(object, ticket, *info);
-  return info;
-}
-
-Result<ObjectInfo> RadosDisk::FetchInfo(ObjectId object) {
-  uint64_t head_size = 0;
-  time_t mtime = 0;
-  int stat_rc = 0;
-  rados_omap_iter_t iter = nullptr;
-  unsigned char more = 0;
-  int keys_rc = 0;
-  // One round trip for the head's size and its first page of records; usually all there is.
-  rados_read_op_t op = rados_create_read_op();
-  rados_read_op_stat(op, &head_size, &mtime, &stat_rc);
-  rados_read_op_omap_get_keys2(op, "", kKeysPerCall, &iter, &more, &keys_rc);
-  stats_.Operation();
-  int rc = rados_read_op_operate(op, ns_->ioctx(), PartName(object, 0).c_str(), 0);
-  rados_release_read_op(op);
-  if (rc >= 0) rc = stat_rc < 0 ? stat_rc : keys_rc;
-  if (rc < 0 && iter != nullptr) rados_omap_get_end(iter);
-  if (rc == -ENOENT)
-    return Status::NotFound(name_ + ": stat object " + PartName(object, 0) + ": no such object");
-  if (rc < 0) return OpError("stat", object, 0, rc);
-  std::vector<uint64_t> parts;
-  std::string after;
-  TakeRecords(iter, &parts, &after);
-  if (more) {
-    Status rest = RecordedParts(object, after, &parts);
-    if (!rest.ok()) return rest.error() == ENOENT ? OpError("stat", object, 0, -ENOENT) : rest;
-  }
-  std::sort(parts.begin(), parts.end());
-  ObjectInfo info{head_size, head_size};
-  // One record per part: the completion and what it fills in.
-  struct PartStat {
-    rados_completion_t done = nullptr;
-    uint64_t size = 0;
-    time_t mtime = 0;
-  };
-  std::vector<PartStat> pending(parts.size());
-  for (size_t i = 0; i < pending.size(); ++i) {
-    PartStat& p = pending[i];
-    rados_aio_create_completion2(nullptr, nullptr, &p.done);
-    stats_.Operation();
-    const int sent =
-        rados_aio_stat(ns_->ioctx(), PartName(object, parts[i]).c_str(), p.done, &p.size, &p.mtime);
-    if (sent < 0) {
-      rados_aio_release(p.done);
-      p.done = nullptr;
-      rc = sent;
-    }
-  }
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const PartStat& p = pending[i];
-    if (p.done == nullptr) continue;
-    const int done = WaitFor(p.done);
-    if (done == -ENOENT) continue;  // recorded, never written: a hole
-    if (done < 0) {
-      rc = done;
-      continue;
-    }
-    info.size = std::max(info.size, parts[i] * object_size_ + p.size);
-    info.allocated_bytes += p.size;
-  }
-  if (rc < 0) return OpError("stat", object, 0, rc);
-  return info;
 }
 
 Status RadosDisk::ListObjects(std::vector<ObjectId>* out) {

@@ -26,10 +26,12 @@
 // valid and fails with EIO when this mount lost the volume.
 //
 // Stat is one round trip (the head's size and records in one read op, plus a stat of each other
-// part); with a valid lease, none for an object it has stat'ed before: the lease makes this mount
-// the volume's only writer, so what a Stat learned stays true until this disk's own next write,
-// truncate or remove of that object, which forget it (a Stat racing one keeps nothing). The file
-// system stats every disk a file touches whenever the kernel looks the file up.
+// part, all at once); with a valid lease, none for an object it has stat'ed before: the lease
+// makes this mount the volume's only writer, so what a Stat learned stays true until this disk's
+// own next write, truncate or remove of that object, which forget it (a Stat racing one keeps
+// nothing). The file system stats every disk a file touches whenever the kernel looks the file
+// up, through StatAsync, so the disks of a file and the entries of a READDIRPLUS reply are asked
+// at once (rados_disk_stat.cc).
 //
 // Thread-safety: all methods may be called concurrently. `done` never runs inside Submit except
 // for requests that need no I/O (length 0, syncs, refused ones).
@@ -83,6 +85,7 @@ class RadosDisk : public Disk {
   Status Truncate(ObjectId object, uint64_t size) override;
   Status Remove(ObjectId object) override;
   Result<ObjectInfo> Stat(ObjectId object) override;
+  void StatAsync(ObjectId object, StatDone done) override;
   Status ListObjects(std::vector<ObjectId>* out) override;
   Result<DiskUsage> Usage() override;
   Status SyncAll() override;
@@ -104,6 +107,8 @@ class RadosDisk : public Disk {
  private:
   struct Request;
   struct Piece;
+  struct StatRequest;
+  static constexpr size_t kKeysPerCall = 1024;  // omap keys asked for per read op
 
   RadosDisk(std::unique_ptr<RadosNamespace> ns, RadosDiskOptions options,
             std::unique_ptr<RadosLease> lease);
@@ -135,7 +140,15 @@ class RadosDisk : public Disk {
   void KeepInfo(ObjectId object, uint64_t ticket, const ObjectInfo& info);
   void BeginMutation(ObjectId object);
   void EndMutation(ObjectId object);
-  Result<ObjectInfo> FetchInfo(ObjectId object);
+  // The states of a StatAsync that asks the cluster (rados_disk_stat.cc).
+  void SendRecordsPage(StatRequest* request);
+  static void RecordsPageDone(rados_completion_t completion, void* arg);
+  void SendPartStats(StatRequest* request);
+  static void PartStatDone(rados_completion_t completion, void* arg);
+  void FinishStat(StatRequest* request);
+  // Appends the part numbers among the keys of `iter` to *parts and moves *after to the last key;
+  // ends the iterator.
+  static void TakeRecords(rados_omap_iter_t iter, std::vector<uint64_t>* parts, std::string* after);
 
   bool IsRecorded(ObjectId object, uint64_t part) const;
   void NoteRecorded(ObjectId object, const std::vector<uint64_t>& parts);
@@ -145,6 +158,8 @@ class RadosDisk : public Disk {
   static void PieceDone(rados_completion_t completion, void* arg);
   static void RecordDone(rados_completion_t completion, void* arg);
   void Finish(Request* request);
+  // Every asynchronous request (I/O or stat) ends here, last; the destructor waits for all.
+  void RequestEnded();
 
   // Constant after construction.
   const std::unique_ptr<RadosNamespace> ns_;

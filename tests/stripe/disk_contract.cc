@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
+
 namespace tipfs::testing {
 
 using stripe::DiskRequest;
@@ -228,6 +230,48 @@ TEST_P(DiskContractTest, LargeRequestWithOddOffset) {
   ASSERT_EQ(*Write(3, 12345, data), data.size());
   EXPECT_EQ(Read(3, 12345, data.size()), data);
   EXPECT_EQ(disk()->Stat(3)->size, 12345 + data.size());
+}
+
+// StatAsync, asked about several objects at once, answers each exactly once with what Stat
+// answers: sizes, allocated bytes of sparse objects of several parts, ENOENT for a missing one.
+TEST_P(DiskContractTest, StatAsyncAnswersAsStatForManyObjectsAtOnce) {
+  const uint64_t far = (9ull << 20) + 100;  // past a few 4 MiB parts
+  ASSERT_TRUE(Write(21, 0, RandomBytes(5000, 3)).ok());
+  ASSERT_TRUE(Write(22, 100, RandomBytes(70000, 4)).ok());
+  ASSERT_TRUE(Write(22, far, RandomBytes(3000, 5)).ok());
+  ASSERT_TRUE(disk()->Truncate(23, 6u << 20).ok());  // all hole
+  const std::vector<ObjectId> objects = {21, 22, 23, 24 /* missing */, 22, 21};
+  Mutex mu;
+  CondVar answered;
+  std::vector<Result<stripe::ObjectInfo>> answers(objects.size(), Status::IOError("pending"));
+  std::vector<int> times_answered(objects.size(), 0);
+  size_t left = objects.size();
+  for (size_t i = 0; i < objects.size(); ++i) {
+    disk()->StatAsync(objects[i], [&, i](Result<stripe::ObjectInfo> info) {
+      MutexLock lock(&mu);
+      answers[i] = std::move(info);
+      ++times_answered[i];
+      if (--left == 0) answered.SignalAll();
+    });
+  }
+  {
+    MutexLock lock(&mu);
+    while (left > 0) answered.Wait(&mu);
+  }
+  for (size_t i = 0; i < objects.size(); ++i) {
+    SCOPED_TRACE("object " + std::to_string(objects[i]));
+    EXPECT_EQ(times_answered[i], 1);
+    Result<stripe::ObjectInfo> expected = disk()->Stat(objects[i]);
+    ASSERT_EQ(answers[i].error(), expected.error()) << answers[i].status().ToString();
+    if (!expected.ok()) continue;
+    EXPECT_EQ(answers[i]->size, expected->size);
+    EXPECT_EQ(answers[i]->allocated_bytes, expected->allocated_bytes);
+  }
+  EXPECT_EQ(answers[3].error(), ENOENT);
+  EXPECT_EQ(answers[1]->size, far + 3000);
+  EXPECT_EQ(answers[2]->size, 6u << 20);
+  // Holes do not count: the far write and the first one hold far less than the size.
+  EXPECT_LT(answers[1]->allocated_bytes, far / 2);
 }
 
 }  // namespace tipfs::testing

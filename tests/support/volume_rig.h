@@ -33,6 +33,9 @@ class DiskRef : public stripe::Disk {
   Result<stripe::ObjectInfo> Stat(stripe::ObjectId object) override {
     return target_->Stat(object);
   }
+  void StatAsync(stripe::ObjectId object, StatDone done) override {
+    target_->StatAsync(object, std::move(done));
+  }
   Status ListObjects(std::vector<stripe::ObjectId>* out) override {
     return target_->ListObjects(out);
   }
