@@ -2,10 +2,21 @@
 # What a tipfs process loads before main(): not librados (nor libceph-common and its
 # dependencies), which tipfs opens only when a volume has a RADOS disk (stripe/rados_library.h);
 # and a RADOS disk still reaches librados (a conf file naming no monitor: its connect fails).
-#   startup_libraries_test.sh TIPFS
+# libtipspec, loaded into every process `tipfs run` starts, needs nothing beyond libc (its C++
+# runtime is linked in, hidden), so a C program such as ld maps no libstdc++ for it.
+#   startup_libraries_test.sh TIPFS LIBTIPSPEC
 set -euo pipefail
 TIPFS=$1
+LIBTIPSPEC=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+needed=$(readelf -d "$LIBTIPSPEC" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+for lib in $needed; do
+  case $lib in
+    libc.so.* | ld-linux*.so.*) ;;
+    *) fail "libtipspec.so needs $lib (needed: $needed)" ;;
+  esac
+done
 
 loaded=$(LD_TRACE_LOADED_OBJECTS=1 "$TIPFS")
 if grep -E 'librados|libceph' <<<"$loaded"; then
