@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "stripe/rados_library.h"
+
 namespace tipfs::stripe {
 
 namespace {
@@ -43,6 +45,7 @@ Status RadosStatus(const std::string& what, int rc, int64_t timeout_ns) {
 
 Result<std::shared_ptr<RadosCluster>> RadosCluster::Connect(const RadosLocation& where,
                                                             const RadosClientOptions& options) {
+  TIPFS_RETURN_IF_ERROR(LoadRadosLibrary());
   const std::string id = where.client_id.empty() ? "admin" : where.client_id;
   const std::string conf_text = where.conf.empty() ? "the default ceph.conf" : where.conf;
   auto cluster = std::shared_ptr<RadosCluster>(new RadosCluster());
