@@ -25,6 +25,10 @@ namespace {
      uint64_t off),                                                                                \
     (io, oid, completion, buf, len, off))                                                          \
   X(void, rados_aio_release, (rados_completion_t c), (c))                                          \
+  X(int, rados_aio_read_op_operate,                                                                \
+    (rados_read_op_t read_op, rados_ioctx_t io, rados_completion_t completion, const char *oid,    \
+     int flags),                                                                                   \
+    (read_op, io, completion, oid, flags))                                                         \
   X(int, rados_aio_remove, (rados_ioctx_t io, const char *oid, rados_completion_t completion),     \
     (io, oid, completion))                                                                         \
   X(int, rados_aio_stat,                                                                           \
