@@ -85,22 +85,6 @@ void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
   }
 }
 
-bool SystemClock::BetterSpunByCaller(int64_t deadline_ns) const {
-  // An awake timer thread takes a timer for the price of a heap push: hand it over.
-  if (!thread_sleeping_.load(std::memory_order_relaxed)) return false;
-  const int64_t reach =
-      std::clamp(margin_ns_.load(std::memory_order_relaxed), kMinCallerSpinNs, kMaxCallerSpinNs);
-  return deadline_ns - NowNanos() <= reach;
-}
-
-void SystemClock::SpinUntil(int64_t deadline_ns) {
-  while (NowNanos() < deadline_ns) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
-}
-
 SystemClock::Counters SystemClock::counters() const {
   MutexLock lock(&mu_);
   return counters_;
@@ -146,7 +130,6 @@ void SystemClock::TimerLoop() {
     // Sleep until `wake`, or until a RunAt arms the timerfd earlier (or the destructor at once).
     ArmLocked(wake);
     sleeping_ = true;
-    thread_sleeping_.store(true, std::memory_order_relaxed);
     ++counters_.sleeps;
     lock.Unlock();
     uint64_t expiries = 0;
@@ -154,7 +137,6 @@ void SystemClock::TimerLoop() {
     now = NowNanos();
     lock.Lock();
     sleeping_ = false;
-    thread_sleeping_.store(false, std::memory_order_relaxed);
     // An expiry of the time last armed (by this thread or by a RunAt): how late this sleep ended.
     if (n == static_cast<ssize_t>(sizeof(expiries)) && !stopping_ && armed_at_ != kNever &&
         now >= armed_at_) {

@@ -28,16 +28,6 @@ class Clock {
   // hold its locks). Waiting sleeps; SystemClock spins only the last microseconds its sleeps are
   // measured to overrun, within a CPU budget (util/timer_wake.h).
   virtual void RunAt(int64_t deadline_ns, std::function<void()> fn) = 0;
-  // Whether the caller had better wait for `deadline_ns` itself, spinning, than hand it to RunAt:
-  // the deadline is no further than the timer thread would spin before it anyway, and that thread
-  // is asleep, so a hand-off would cost arming its wake-up and its wake-up (issue 11). A FakeClock
-  // says no: its time moves only in Advance.
-  virtual bool BetterSpunByCaller(int64_t deadline_ns) const {
-    (void)deadline_ns;
-    return false;
-  }
-  // Spins the calling thread until `deadline_ns` (after BetterSpunByCaller said yes to it).
-  virtual void SpinUntil(int64_t deadline_ns) { (void)deadline_ns; }
 };
 
 // Timer-heap base shared by both clocks: pending callbacks ordered by deadline, FIFO on ties.
@@ -88,13 +78,6 @@ class SystemClock : public Clock, private TimerHeap {
   int64_t NowNanos() const override;
   int64_t ThreadCpuNanos() const override;
   void RunAt(int64_t deadline_ns, std::function<void()> fn) override;
-  bool BetterSpunByCaller(int64_t deadline_ns) const override;
-  void SpinUntil(int64_t deadline_ns) override;
-
-  // A caller spins at least this far ahead (a hand-off to the sleeping thread costs about that
-  // much CPU: the timerfd arming, its wake-up and two context switches) and at most this far.
-  static constexpr int64_t kMinCallerSpinNs = 10'000;
-  static constexpr int64_t kMaxCallerSpinNs = 30'000;
 
   // The process-wide instance.
   static SystemClock* Default();
@@ -118,7 +101,6 @@ class SystemClock : public Clock, private TimerHeap {
   // The thread is blocked (or about to block) on the timerfd, which expires at armed_at_.
   bool sleeping_ GUARDED_BY(mu_) = false;
   int64_t armed_at_ GUARDED_BY(mu_) = kNever;
-  std::atomic<bool> thread_sleeping_{true};  // sleeping_ for BetterSpunByCaller, without mu_
   Counters counters_ GUARDED_BY(mu_);
   // How long before a deadline the thread wakes (the planner's margin), for RunAt's re-arming.
   std::atomic<int64_t> margin_ns_{0};

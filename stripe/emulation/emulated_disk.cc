@@ -124,7 +124,6 @@ uint64_t DiskEmulator::Enter(DiskRequest* request) {
 
 void DiskEmulator::OnRealDone(uint64_t id, Result<uint64_t> result) {
   Ready ready;
-  int64_t spin_to = -1;
   {
     MutexLock lock(&mu_);
     const int64_t now = clock_->NowNanos();
@@ -152,31 +151,7 @@ void DiskEmulator::OnRealDone(uint64_t id, Result<uint64_t> result) {
       RecordTick(statistics_, DISK_LATE_COMPLETIONS);
     }
     PumpLocked(now, &ready);
-    if (auto g = flight_.find(id); g != flight_.end()) {
-      const int64_t due = std::max(g->second.model_deadline, g->second.real_target);
-      if (g->second.model_deadline >= 0 && !config.hold && due > now &&
-          clock_->BetterSpunByCaller(due)) {
-        spin_to = due;  // this thread waits for it, below, instead of a timer
-      } else {
-        SettleLocked(id, now, &ready);
-      }
-    }
-    RearmLocked();
-  }
-  Run(&ready);
-  if (spin_to >= 0) {
-    clock_->SpinUntil(spin_to);
-    SettleNow(id);
-  }
-}
-
-void DiskEmulator::SettleNow(uint64_t id) {
-  Ready ready;
-  {
-    MutexLock lock(&mu_);
-    const int64_t now = clock_->NowNanos();
-    PumpLocked(now, &ready);
-    if (id != 0 && flight_.count(id)) SettleLocked(id, now, &ready);
+    if (flight_.count(id)) SettleLocked(id, now, &ready);
     RearmLocked();
   }
   Run(&ready);
@@ -239,12 +214,17 @@ void DiskEmulator::RearmLocked() {
 }
 
 void DiskEmulator::OnTimer(int64_t when, uint64_t id) {
+  Ready ready;
   {
     MutexLock lock(&mu_);
     auto t = timer_times_.find(when);
     if (t != timer_times_.end()) timer_times_.erase(t);
+    const int64_t now = clock_->NowNanos();
+    PumpLocked(now, &ready);
+    if (id != 0 && flight_.count(id)) SettleLocked(id, now, &ready);
+    RearmLocked();
   }
-  SettleNow(id);
+  Run(&ready);
 }
 
 void DiskEmulator::Run(Ready* ready) {

@@ -6,9 +6,7 @@
 //             -> arrives at the model queue, and at the same moment goes to the real disk
 //             -> model: queued -> in service -> finish (+ L) = model deadline
 //             -> real:  in service at the backing store -> real completion
-//             -> done(result) at max(model deadline, real completion), from a Clock timer, or
-//                from the thread that reported the real completion when that time is near
-//                (Clock::BetterSpunByCaller: it spins there rather than wake the timer thread)
+//             -> done(result) at max(model deadline, real completion), from a Clock timer
 //
 // The real request is issued on arrival rather than when the model starts it, so the real disk's
 // own latency overlaps the modelled queueing; if the real disk is slower than the model (a fast
@@ -95,8 +93,6 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
   void ScheduleLocked(int64_t when, uint64_t id) REQUIRES(mu_);  // id 0: a pure model wake-up
   void RearmLocked() REQUIRES(mu_);
   void OnTimer(int64_t when, uint64_t id);
-  // Brings the model to now and delivers `id` (0: none) if it is due.
-  void SettleNow(uint64_t id);
   static void Run(Ready* ready);
 
   // Constant after construction.

@@ -381,37 +381,6 @@ TEST(EmulatedDiskSystemClockTest, TheCompletionComesFromTheTimerAtTheModelsDeadl
   EXPECT_EQ(disk.emulator()->Stats().completed, 1u);
 }
 
-// A deadline closer than the timer thread would spin before it anyway is waited for by the thread
-// that reported the real completion (here the submitter: the MemDisk completes inline), never
-// earlier than the model says, and the sleeping timer thread is not woken for it.
-TEST(EmulatedDiskSystemClockTest, ANearDeadlineIsWaitedForByTheThreadAlreadyAwake) {
-  SystemClock clock;
-  EmulatedDiskOptions options;
-  options.model = *ParseDiskModelSpec("nvme,access=8us,G=0");
-  EmulatedDisk disk(std::make_unique<MemDisk>(), &clock, options);
-  char buffer[512];
-  constexpr int kReads = 20;
-  for (int i = 0; i < kReads; ++i) {
-    std::atomic<bool> returned{false};
-    bool completed_before_return = false;
-    std::thread::id completer;
-    int64_t completed = 0;
-    const int64_t submitted = clock.NowNanos();
-    disk.Submit(SmallRead(buffer, [&](Result<uint64_t> result) {
-      EXPECT_TRUE(result.ok());
-      completer = std::this_thread::get_id();
-      completed = clock.NowNanos();
-      completed_before_return = !returned.load();
-    }));
-    returned.store(true);
-    ASSERT_TRUE(completed_before_return) << "read " << i << " was handed to the timer thread";
-    EXPECT_EQ(completer, std::this_thread::get_id());
-    EXPECT_GE(completed - submitted, 8 * kNanosPerMicro);  // never before the model's deadline
-  }
-  EXPECT_EQ(clock.counters().sleeps, 0u);  // no timer thread was needed
-  EXPECT_EQ(disk.emulator()->Stats().completed, uint64_t{kReads});
-}
-
 TEST(EmulatedDiskSystemClockTest, OverheadBurnsCpuInTheSubmittingThread) {
   SystemClock clock;
   EmulatedDiskOptions options;
