@@ -58,19 +58,12 @@ class TimerHeap {
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
 };
 
-// Real time (CLOCK_MONOTONIC). Callbacks run on one timer thread, started on first use; the
-// thread wakes as early as its sleeps overrun and spins to the deadline (TimerWakePlanner).
-//
-// The thread sleeps in read(2) of a timerfd, and a RunAt whose timer must wake it earlier re-arms
-// that timerfd itself (one timerfd_settime) instead of waking the thread to re-plan: the kernel
-// wakes it once, at the time it needs to be awake. Before, RunAt signalled a condition variable
-// under the clock's lock, so the thread (real-time priority, often on the caller's CPU) preempted
-// the caller at once, blocked on the lock the caller still held, preempted it again at the unlock
-// and went back to sleep: four context switches per emulated request for no work (issue 11).
-// A timerfd's expiry carries no timer slack, so completions land close to their deadlines.
+// Real time (CLOCK_MONOTONIC). Callbacks run on one timer thread, started on first use, with a
+// 1 µs timer slack so emulated disk completions land close to their deadlines; the thread wakes
+// as early as its sleeps overrun and spins to the deadline (TimerWakePlanner).
 class SystemClock : public Clock, private TimerHeap {
  public:
-  SystemClock();
+  SystemClock() = default;
   ~SystemClock() override;  // pending callbacks that are not yet due are dropped
   SystemClock(const SystemClock&) = delete;
   SystemClock& operator=(const SystemClock&) = delete;
@@ -82,28 +75,11 @@ class SystemClock : public Clock, private TimerHeap {
   // The process-wide instance.
   static SystemClock* Default();
 
-  // What the timer thread did since the clock was made (for tests and stats).
-  struct Counters {
-    uint64_t sleeps = 0;            // reads of the timerfd that blocked or returned an expiry
-    uint64_t rearms_by_caller = 0;  // RunAt calls that moved the thread's wake-up earlier
-  };
-  Counters counters() const;
-
  private:
-  static constexpr int64_t kNever = INT64_MAX;
-
   void TimerLoop();
-  // Sets the timerfd to expire at `when` (kNever: disarmed). Clears expiries not yet read.
-  void ArmLocked(int64_t when) REQUIRES(mu_);
 
-  const int timer_fd_;
+  CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
-  // The thread is blocked (or about to block) on the timerfd, which expires at armed_at_.
-  bool sleeping_ GUARDED_BY(mu_) = false;
-  int64_t armed_at_ GUARDED_BY(mu_) = kNever;
-  Counters counters_ GUARDED_BY(mu_);
-  // How long before a deadline the thread wakes (the planner's margin), for RunAt's re-arming.
-  std::atomic<int64_t> margin_ns_{0};
   // Set by RunAt when it adds a timer earlier than all others (the timer thread, maybe spinning,
   // must look at the heap again).
   std::atomic<bool> earlier_timer_{false};

@@ -3,9 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <future>
-#include <thread>
 #include <vector>
 
 namespace tipfs {
@@ -92,34 +90,6 @@ TEST(SystemClockTest, EarlierTimerAddedLaterFiresFirst) {
   });
   both.get_future().wait();
   EXPECT_EQ(first_seen, 1);
-}
-
-// A timer earlier than the one the thread sleeps for moves the thread's wake-up (RunAt re-arms its
-// timerfd) instead of waking it to plan again: one sleep per deadline, the earlier one first.
-TEST(SystemClockTest, AnEarlierTimerMovesTheSleepingThreadsWakeUpWithoutWakingIt) {
-  SystemClock clock;
-  std::promise<void> both;
-  std::atomic<int> ran{0};
-  uint64_t sleeps_at_first = 0, sleeps_at_second = 0;
-  const int64_t now = clock.NowNanos();
-  const int64_t later = now + 400 * kNanosPerMilli, earlier = now + 200 * kNanosPerMilli;
-  clock.RunAt(later, [&] {
-    sleeps_at_second = clock.counters().sleeps;
-    if (++ran == 2) both.set_value();
-  });
-  // Wait until the thread sleeps for `later` (it starts at the first RunAt).
-  for (int i = 0; i < 10000 && clock.counters().sleeps == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  ASSERT_EQ(clock.counters().sleeps, 1u);
-  clock.RunAt(earlier, [&] {
-    sleeps_at_first = clock.counters().sleeps;
-    ++ran;
-  });
-  both.get_future().wait();
-  EXPECT_EQ(clock.counters().rearms_by_caller, 1u);
-  EXPECT_EQ(sleeps_at_first, 1u);   // the sleep that began for `later`, ended for `earlier`
-  EXPECT_EQ(sleeps_at_second, 2u);  // then one more, for `later`
 }
 
 }  // namespace
