@@ -373,6 +373,12 @@ void IoRing::Reap() {
     counters_.wakeups += wakeups;
   }
   if (finished_.empty()) return;
+  {
+    // Counted before the callbacks, as in_flight_ is: a caller woken by its callback may read
+    // counters() at once and must see its own op among those finished.
+    MutexLock lock(&mu_);
+    counters_.ops += finished_.size();
+  }
   for (auto& [op, result] : finished_) {
     // Counted out first: a caller woken by its callback may look at in_flight() at once.
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
@@ -388,7 +394,6 @@ void IoRing::Reap() {
       op->next = free_list_;
       free_list_ = op;
     }
-    counters_.ops += finished_.size();
   }
   finished_.clear();
 }

@@ -74,7 +74,7 @@ class IoRing {
 
   // What the ring did since it was made (for stats and tests).
   struct Counters {
-    uint64_t ops = 0;            // ops finished
+    uint64_t ops = 0;            // ops finished (counted before their callbacks run)
     uint64_t enters = 0;         // io_uring_enter calls (each submits a batch and/or waits)
     uint64_t wakeups = 0;        // eventfd wake-ups of a sleeping ring thread
     uint64_t queued = 0;         // ops that waited for a free slot in the kernel

@@ -36,14 +36,20 @@ SystemClock::~SystemClock() {
 }
 
 void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
-  MutexLock lock(&mu_);
-  if (!thread_.joinable()) thread_ = std::thread([this] { TimerLoop(); });
-  bool earliest = timers_.empty() || deadline_ns < timers_.top().deadline;
-  PushTimer(deadline_ns, std::move(fn));
-  if (earliest) {
-    earlier_timer_.store(true, std::memory_order_relaxed);
-    cv_.Signal();
+  bool earliest;
+  {
+    MutexLock lock(&mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { TimerLoop(); });
+    earliest = timers_.empty() || deadline_ns < timers_.top().deadline;
+    PushTimer(deadline_ns, std::move(fn));
+    if (earliest) earlier_timer_.store(true, std::memory_order_relaxed);
   }
+  // Signalled after the lock is released: the timer thread runs at real-time priority, often on
+  // this CPU, so a signal under the lock made it preempt this thread, block on the lock, preempt
+  // it again at the unlock and sleep: four context switches per emulated request (issue 11). The
+  // timer is in the heap before the signal, so the thread cannot miss it. The clock outlives
+  // every RunAt (REQUIRES of the destructor's callers), so cv_ is still there.
+  if (earliest) cv_.Signal();
 }
 
 void SystemClock::TimerLoop() {

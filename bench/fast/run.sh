@@ -11,6 +11,7 @@
 #   ssd-rand-32    the same with 32 jobs: IOPS / 4 disks x that limit
 #   nvme-rand-1    as ssd-rand-1 on --disk-model nvme
 #   nvme-rand-32   as ssd-rand-32 on --disk-model nvme
+#                  (each random-read run also prints the daemon's CPU per read on stderr)
 #   nvme-seq       fio 1 MiB sequential reads, 1 job, fresh daemon (empty cache), readahead on:
 #                  MB/s / 4 disks x the model's bandwidth
 #   warm-rand-16   fio 4 KiB random reads, 16 jobs, every byte in the daemon's cache (and, in
@@ -126,7 +127,13 @@ run_row() {
     ssd-rand-* | nvme-rand-*)
       local model=${row%%-*} jobs=${row##*-}
       mount_with "$build" "$mode" --readahead off --cache-size 32M --disk-model "$model"
-      echo "$(rand_fio "$mode" "$jobs" "$MNT/file") iops" ;;
+      local cpu0 iops
+      cpu0=$(daemon_cpu)
+      iops=$(rand_fio "$mode" "$jobs" "$MNT/file")
+      # The daemon's CPU (user + sys) per read, over the run's reads (IOPS x runtime).
+      awk -v a="$(daemon_cpu)" -v b="$cpu0" -v n="$iops" -v t="$RUNTIME" -v r="$row" -v bd="$build" \
+        'BEGIN {printf "  %s %s: daemon CPU %.1f us per read\n", r, bd, (a - b) / (n * t) * 1e6}' >&2
+      echo "$iops iops" ;;
     nvme-seq)
       mount_with "$build" "$mode" --cache-size 32M --disk-model nvme
       local direct=0

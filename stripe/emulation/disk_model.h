@@ -101,6 +101,9 @@ class DiskModel {
   void AdvanceTo(int64_t now, std::vector<ModelStart>* started);
   // When the model next needs AdvanceTo to start a request, or -1 when nothing is waiting.
   int64_t NextEventTime() const;
+  // Whether a request or a sync waits for the disk (the event above then starts or releases it);
+  // false when at most one request is in service and nothing is behind it.
+  bool HasWaiting() const { return !queue_.empty() || !syncs_.empty(); }
 
   int64_t now() const { return now_; }
   // Statistics with the queue-depth average taken up to `now` (>= the model's time).

@@ -202,6 +202,10 @@ void DiskEmulator::ScheduleLocked(int64_t when, uint64_t id) {
 }
 
 void DiskEmulator::RearmLocked() {
+  // Nothing behind the request in service: its own settling (a timer at its deadline, or the
+  // thread that reports its real completion) advances the model past its finish, so a pump timer
+  // at the finish would be one more RunAt and timer wake-up per request for nothing (issue 11).
+  if (!model_.HasWaiting()) return;
   const int64_t next = model_.NextEventTime();
   if (next < 0) return;
   // Some timer at or before `next` will pump the model; only add one when none will.

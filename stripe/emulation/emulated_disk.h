@@ -65,7 +65,8 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
   void SetModel(const DiskModelConfig& config);
   DiskModelConfig model() const;
   // Statistics up to now. Counts and times are exact; the queue-depth average is taken from the
-  // model's last event, so it lags by at most one timer's lateness.
+  // model's last event, so it lags by at most one timer's lateness, plus L for a lone request
+  // (nothing behind it sets a timer at its finish; its completion's comes L later).
   DiskStats Stats() const;
   void ResetStats();
 

@@ -124,6 +124,20 @@ TEST_F(EmulatedDiskTest, CompletesAtTheModelDeadlineWithTheRealBytes) {
   EXPECT_EQ(back, data);
 }
 
+// A request with nothing queued behind it needs one timer, its completion's: no second one to
+// advance the model at its finish (each timer is a hand-off to the timer thread on a mount).
+// Behind a queue the pump timer still starts the next request (the test below).
+TEST_F(EmulatedDiskTest, ALoneRequestSetsOneTimer) {
+  Make();
+  std::string data(4000, 'x');
+  Completion* write = Submit(DiskRequest::Kind::kWrite, 7, 0, data.data(), data.size());
+  EXPECT_EQ(clock_.pending(), 1u);
+  clock_.Advance(14 * kMs);
+  ASSERT_TRUE(write->done);
+  EXPECT_EQ(write->at, 14 * kMs);
+  EXPECT_EQ(clock_.pending(), 0u);
+}
+
 TEST_F(EmulatedDiskTest, QueueOfRandomRequestsCompletesAtSumOfServiceTimes) {
   Make();
   char buffer[4000];
