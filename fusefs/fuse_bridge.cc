@@ -661,7 +661,7 @@ void OnInit(void* userdata, fuse_conn_info* conn) noexcept {
   auto* bridge = static_cast<FuseBridge*>(userdata);
   // Large requests: one FUSE round trip moves up to 1 MiB, many stripe units at once.
   conn->max_write = 1024 * 1024;
-  conn->max_readahead = 1024 * 1024;
+  conn->max_readahead = kKernelReadaheadBytes;
   // The kernel lets only max_background asynchronous requests (read-ahead, AIO) of a connection
   // into the daemon at once, 12 by default: too few to keep an array busy from one deep queue.
   conn->max_background = 64;
