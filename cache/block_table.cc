@@ -11,10 +11,8 @@ BlockTable::BlockTable(uint32_t tail_window) : tail_window_(std::max<uint32_t>(1
 BlockTable::~BlockTable() = default;
 
 Block* BlockTable::Find(uint64_t ino, uint64_t index) const {
-  auto it = inodes_.find(ino);
-  if (it == inodes_.end()) return nullptr;
-  auto b = it->second.blocks.find(index);
-  return b == it->second.blocks.end() ? nullptr : b->second.get();
+  auto it = index_.find(BlockKey{ino, index});
+  return it == index_.end() ? nullptr : it->second;
 }
 
 Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
@@ -28,6 +26,7 @@ Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
     std::fprintf(stderr, "INTERNAL ERROR: BlockTable::Insert of an existing block\n");
     std::abort();
   }
+  index_.emplace(raw->key, raw);
   ++blocks_;
   return raw;
 }
@@ -37,6 +36,7 @@ void BlockTable::Erase(Block* b) {
   auto it = inodes_.find(b->key.ino);
   if (it == inodes_.end()) return;
   const uint64_t ino = b->key.ino;
+  index_.erase(b->key);
   if (it->second.blocks.erase(b->key.index) > 0) --blocks_;
   MaybeDropInode(ino);
 }

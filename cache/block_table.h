@@ -147,6 +147,10 @@ class BlockTable {
   void Unlink(Queue* q, Block* b);
 
   std::unordered_map<uint64_t, InodeState> inodes_;
+  // Every block of inodes_, by key: Find is one hash probe. A hit used to walk the file's
+  // std::map (about 15 dependent cache misses for a 1 GiB file in 64 KiB blocks), 7.6 % of all
+  // samples of warm-rand-16 in direct mode, under mu_. The maps stay for ranges in index order.
+  std::unordered_map<BlockKey, Block*, BlockKeyHash> index_;
   uint64_t blocks_ = 0;
   uint64_t next_id_ = 1;
 

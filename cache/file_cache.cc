@@ -194,6 +194,11 @@ bool FileCache::AnyDiskHasRoom() const {
   return false;
 }
 
+bool FileCache::AnyDiskHasRoomLocked() const {
+  MutexLock lock(&mu_);
+  return AnyDiskHasRoom();
+}
+
 Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose,
                                 uint64_t file_size, int64_t now) {
   if (table_.size() >= capacity_blocks_ || !DiskHasRoom(DiskOf(ino, block_index))) return nullptr;
@@ -256,6 +261,7 @@ std::optional<Result<size_t>> FileCache::StartRead(
   LruEvents lru;
   bool over_capacity = false;  // what the manager may have to act on (WakeIfUseful)
   bool prefetch_room = false;
+  bool had_work = false;
   {
     MutexLock lock(&mu_);
     const int64_t cpu_locked = timed ? clock_->ThreadCpuNanos() : 0;
@@ -310,12 +316,17 @@ std::optional<Result<size_t>> FileCache::StartRead(
     }
     if (timed) hit_cpu = clock_->ThreadCpuNanos() - cpu_locked;
     over_capacity = table_.size() > capacity_blocks_;
-    prefetch_room = AnyDiskHasRoom();
+    // The disks' room matters only to a manager with prefetch work (WakeIfUseful).
+    had_work = manager_->HasPrefetchWork();
+    prefetch_room = had_work && AnyDiskHasRoom();
   }
   events->RecordLru(now, lru);
   // Consumption is synchronous (the read's hinted accesses are gone before it returns); the
   // decisions it may call for are the manager's.
   if (!spec) manager_->OnDemandRead(ctx, ino, offset, n, file_size, now);
+  // This read may have published the first work (its read-ahead run now wants blocks): that
+  // round must not wait for the next read, so the room is looked at now.
+  if (!had_work && manager_->HasPrefetchWork()) prefetch_room = AnyDiskHasRoomLocked();
   manager_->WakeIfUseful(over_capacity, prefetch_room, now);
   DrainIssues();
   if (eagain) {
@@ -512,7 +523,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
     waiters.swap(fetch->waiters);
     self = std::move(fetch->self);
     over_capacity = table_.size() > capacity_blocks_;
-    prefetch_room = AnyDiskHasRoom();
+    prefetch_room = manager_->HasPrefetchWork() && AnyDiskHasRoom();
   }
   manager_->WakeIfUseful(over_capacity, prefetch_room, now);
   // The completion's part of T_driver ends here: what follows is the readers' and the manager's.

@@ -189,6 +189,7 @@ class FileCache {
                        int64_t now) REQUIRES(mu_);
   bool DiskHasRoom(uint32_t disk) const REQUIRES(mu_);
   bool AnyDiskHasRoom() const REQUIRES(mu_);
+  bool AnyDiskHasRoomLocked() const EXCLUDES(mu_);  // the same, taking mu_
   void PlaceUnheld(Block* b) REQUIRES(mu_);
   void EvictBlock(Block* b) REQUIRES(mu_);
 

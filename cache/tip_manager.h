@@ -69,6 +69,9 @@ class TipManager {
   // retirement. `over_capacity` and `prefetch_room` are the table's, read under FileCache::mu_.
   // Wait-free: atomic loads, then Wake().
   void WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now);
+  // Whether there is prefetch work (the flag WakeIfUseful reads first), so that the data path
+  // looks for a disk with room only when the answer can matter. Wait-free.
+  bool HasPrefetchWork() const { return has_work_.load(std::memory_order_acquire); }
   // In inline mode, runs the rounds that Wake() asked for on this thread (no-op with a thread,
   // and when this thread is already inside a round). REQUIRES: no cache lock held.
   void RunIfInline();

@@ -16,6 +16,7 @@
 #include "fusefs/disk_array.h"
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/hint_ioctls.h"
+#include "fusefs/kernel_readahead.h"
 #include "fusefs/metrics_server.h"
 #include "fusefs/stats_report.h"
 #include "stripe/disk_name.h"
@@ -280,9 +281,18 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   }
 
   FuseBridge bridge(&fs, &control, &hints, &statistics, options);
+  // Before the mount: resolving the path afterwards would ask the daemon, which is not serving.
+  const std::string mounted_at = CanonicalPath(options.mountpoint);
   Session session;
   st = session.Start(&bridge, options, stripe::HomeDir(label));
   if (!st.ok()) return fail(st);
+  if (options.data_cache == DataCacheMode::kKernel) {
+    // The page cache's sequential reads reach the daemon in max_readahead requests, not the
+    // kernel's default 128 KiB (fusefs/kernel_readahead.h). Without it reads still work.
+    st = RaiseKernelReadahead(mounted_at, kKernelReadaheadBytes / 1024);
+    if (!st.ok())
+      std::fprintf(stderr, "tipfs: kernel read-ahead stays small: %s\n", st.ToString().c_str());
+  }
   // A write that takes set-id bits away must not leave the kernel executing the file with them.
   fs.SetAttributeListener([&session](Ino ino) { session.InvalidateAttributes(ino); });
 

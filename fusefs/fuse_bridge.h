@@ -15,6 +15,10 @@ namespace tipfs::fusefs {
 
 class HintIoctls;
 
+// The most the kernel reads ahead for the page cache in one request (max_readahead at INIT; the
+// daemon raises the mount's read_ahead_kb to match, fusefs/kernel_readahead.h).
+inline constexpr uint32_t kKernelReadaheadBytes = 1024 * 1024;
+
 class FuseBridge {
  public:
   // REQUIRES: everything passed outlives the bridge. `hints` may be null (ioctls then fail
