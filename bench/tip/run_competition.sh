@@ -59,7 +59,7 @@ reread_list() {
     }}'
 }
 
-echo "set,files,passes,repeat,policy,agrep_s,reread_s,sum_s,demand_hits,demand_misses,hinted_prefetched,hinted_ejected" >"$CSV"
+echo "set,files,passes,repeat,policy,agrep_s,reread_s,sum_s,demand_hits,demand_misses,hinted_prefetched,hinted_ejected,manager_rounds,daemon_cpu_s" >"$CSV"
 POLICIES=(on always ignore)
 for s in $SETS; do
   n=$(files_for "$s")
@@ -71,15 +71,19 @@ for s in $SETS; do
       policy=${POLICIES[(k + r) % 3]}
       cold_mount --cache-size "$CACHE" --disk-model "$PROFILE" --data-cache direct --hints "$policy"
       "$FILE_READER" --list "$WORK/warm" >/dev/null  # the working set is warm, as a re-reader's is
+      cpu_before=$(daemon_cpu)
       "$AGREP" --variant manual -p "$PATTERN" "$MNT/text" 2>"$WORK/agrep.err" >/dev/null &
       agrep_pid=$!
       "$FILE_READER" --list "$WORK/list" >"$WORK/reread.out"
       wait "$agrep_pid"
       a=$(field elapsed "$(cat "$WORK/agrep.err")")
       b=$(field elapsed "$(cat "$WORK/reread.out")")
-      printf '%s,%d,%d,%d,%s,%s,%s,%s,%s,%s,%s,%s\n' "$s" "$n" "$passes" "$r" "$policy" "$a" "$b" \
-        "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a + b}')" "$(counter demand.hits)" \
-        "$(counter demand.misses)" "$(counter hints.prefetched)" "$(counter hints.ejected)" >>"$CSV"
+      # The daemon's CPU while both ran: on 2 CPUs the re-reader, CPU-bound on hits, shares it.
+      cpu=$(awk -v a="$cpu_before" -v b="$(daemon_cpu)" 'BEGIN {printf "%.2f", b - a}')
+      printf '%s,%d,%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$s" "$n" "$passes" "$r" "$policy" "$a" \
+        "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a + b}')" "$(counter demand.hits)" \
+        "$(counter demand.misses)" "$(counter hints.prefetched)" "$(counter hints.ejected)" \
+        "$(counter hints.manager.rounds)" "$cpu" >>"$CSV"
       unmount
     done
     if ((ALONE)); then
@@ -91,7 +95,7 @@ for s in $SETS; do
       cold_mount --cache-size "$CACHE" --disk-model "$PROFILE" --data-cache direct --hints on
       "$AGREP" --variant manual -p "$PATTERN" "$MNT/text" 2>"$WORK/agrep.err" >/dev/null
       a=$(field elapsed "$(cat "$WORK/agrep.err")")
-      printf '%s,%d,%d,%d,alone,%s,%s,%s,,,,\n' "$s" "$n" "$passes" "$r" "$a" "$b" \
+      printf '%s,%d,%d,%d,alone,%s,%s,%s,,,,,,\n' "$s" "$n" "$passes" "$r" "$a" "$b" \
         "$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a + b}')" >>"$CSV"
       unmount
     fi
@@ -104,14 +108,16 @@ machine_note
 printf 'agrep (manual hints, 1349 files, 18M) beside a re-reader of 64 KiB files (%d passes,\n' "$PASSES"
 printf '%d for a set over the cache), 4 emulated %s disks, cache %s, --data-cache direct, cold, medians of %d\n' "$PASSES_OVER" \
   "$PROFILE" "$CACHE" "$REPEATS"
-printf '%-5s %-7s %8s %9s %8s   %s\n' set policy "agrep s" "reread s" "sum s" "sum / better of always, ignore"
+printf '%-5s %-7s %8s %9s %8s %8s %10s   %s\n' set policy "agrep s" "reread s" "sum s" rounds \
+  "daemon cpu" "sum / better of always, ignore"
 for s in $SETS; do
   best=$(printf '%s\n%s\n' "$(col "$s" always 8)" "$(col "$s" ignore 8)" | sort -g | head -1)
   shown=(on always ignore)
   ((ALONE)) && shown+=(alone)
   for p in "${shown[@]}"; do
-    printf '%-5s %-7s %8.2f %9.2f %8.2f' "$s" "$p" "$(col "$s" "$p" 6)" "$(col "$s" "$p" 7)" \
-      "$(col "$s" "$p" 8)"
+    printf '%-5s %-7s %8.2f %9.2f %8.2f %8s %10s' "$s" "$p" "$(col "$s" "$p" 6)" \
+      "$(col "$s" "$p" 7)" "$(col "$s" "$p" 8)" "$(col "$s" "$p" manager_rounds)" \
+      "$(col "$s" "$p" daemon_cpu_s)"
     [[ $p = on || $p = alone ]] && printf '   %s' "$(ratio "$(col "$s" "$p" 8)" "$best")"
     echo
   done
