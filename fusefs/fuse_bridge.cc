@@ -170,6 +170,7 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_entry_param e = ControlEntry(req, ino);
     return (void)fuse_reply_entry(req, &e);
   }
+  RecordTick(Bridge(req)->statistics(), FUSE_LOOKUP_OPS);  // the volume's names, not .tipfs
   Result<meta::Inode> inode = Fs(req)->Lookup(parent, name);
   if (!inode.ok() && inode.error() == ENOENT) {
     // A negative entry, cached by the kernel like a positive one (compilers probe many paths).
@@ -201,6 +202,7 @@ void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
     struct stat st = ControlStat(ino, Bridge(req)->control()->IsWritable(ino));
     return (void)fuse_reply_attr(req, &st, 0);
   }
+  RecordTick(Bridge(req)->statistics(), FUSE_GETATTR_OPS);  // the volume's files, not .tipfs
   Result<meta::Inode> inode = Fs(req)->GetAttr(ino);
   if (!inode.ok()) return ReplyStatus(req, inode.status());
   struct stat st = ToStat(Fs(req), *inode);
@@ -290,6 +292,7 @@ void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (parent == ControlFiles::kDirIno || IsControlDirLookup(parent, name)) {
     return (void)fuse_reply_err(req, EPERM);
   }
+  RecordTick(Bridge(req)->statistics(), FUSE_UNLINK_OPS);
   ReplyStatus(req, Fs(req)->Unlink(parent, name));
 }
 
@@ -348,12 +351,14 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       handle->control_text = std::move(*text);
     }
     fi->direct_io = 1;
+    fi->noflush = 1;  // a control file's write takes effect at write(2), not at close
     fi->fh = reinterpret_cast<uint64_t>(handle.release());
     PublishHandle(fi);
     // The opener is gone (interrupted): no release will come for this handle.
     if (fuse_reply_open(req, fi) != 0) delete reinterpret_cast<FileHandle*>(fi->fh);
     return;
   }
+  RecordTick(Bridge(req)->statistics(), FUSE_OPEN_OPS);  // the volume's files, not .tipfs
   FileSystem* fs = Fs(req);  // req is freed by its reply, whether the reply arrives or not
   Result<OpenedFile> opened = fs->Open(CallerOf(req), ino, fi->flags);
   if (!opened.ok()) return ReplyStatus(req, opened.status());
@@ -374,6 +379,7 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               fuse_file_info* fi) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
   if (RefuseInControlDir(req, parent, name)) return;
+  RecordTick(Bridge(req)->statistics(), FUSE_CREATE_OPS);
   FileSystem* fs = Fs(req);  // req is freed by its reply, whether the reply arrives or not
   Result<OpenedFile> opened = fs->Create(CallerOf(req), parent, name, mode, fi->flags);
   if (!opened.ok()) return ReplyStatus(req, opened.status());
@@ -465,6 +471,7 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
 
 void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
+  RecordTick(Bridge(req)->statistics(), FUSE_FLUSH_OPS);
   // Writes go through to the disks as they arrive; close has nothing left to push.
   fuse_reply_err(req, 0);
 }
@@ -473,6 +480,7 @@ void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
   std::unique_ptr<FileHandle> handle(HandleOf<FileHandle>(fi));
   if (ControlFiles::IsControl(ino)) return (void)fuse_reply_err(req, 0);
+  RecordTick(Bridge(req)->statistics(), FUSE_RELEASE_OPS);  // the volume's files, not .tipfs
   ReplyStatus(req, Fs(req)->Release(ino));
 }
 

@@ -322,6 +322,12 @@ std::string StatsReport::Text() const {
           statistics_->Get(FUSE_READ_OPS), FormatSize(statistics_->Get(FUSE_READ_BYTES)).c_str(),
           statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str());
   Appendf(&out,
+          "open files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64
+          " releases, %" PRIu64 " unlinks\n",
+          statistics_->Get(FUSE_CREATE_OPS), statistics_->Get(FUSE_OPEN_OPS),
+          statistics_->Get(FUSE_FLUSH_OPS), statistics_->Get(FUSE_RELEASE_OPS),
+          statistics_->Get(FUSE_UNLINK_OPS));
+  Appendf(&out,
           "cache: %s in %s blocks; buffers lru %" PRIu64 ", hinted %" PRIu64
           ", evict-first %" PRIu64 ", fetching %" PRIu64 "\n",
           FormatSize(s.capacity_blocks * s.block_size).c_str(), FormatSize(s.block_size).c_str(),

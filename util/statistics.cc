@@ -22,6 +22,13 @@ constexpr std::pair<Ticker, const char*> kTickerNames[] = {
     {DISK_QUEUE_WAIT_NANOS, "disk.queue.wait.nanos"},
     {DISK_LATE_COMPLETIONS, "disk.late.completions"},
     {DISK_OVERHEAD_NANOS, "disk.overhead.nanos"},
+    {FUSE_GETATTR_OPS, "fuse.getattr.ops"},
+    {FUSE_LOOKUP_OPS, "fuse.lookup.ops"},
+    {FUSE_CREATE_OPS, "fuse.create.ops"},
+    {FUSE_OPEN_OPS, "fuse.open.ops"},
+    {FUSE_FLUSH_OPS, "fuse.flush.ops"},
+    {FUSE_RELEASE_OPS, "fuse.release.ops"},
+    {FUSE_UNLINK_OPS, "fuse.unlink.ops"},
 };
 static_assert(std::size(kTickerNames) == TICKER_ENUM_MAX,
               "every Ticker needs a row in kTickerNames");

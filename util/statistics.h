@@ -38,6 +38,18 @@ enum Ticker : uint32_t {
   DISK_QUEUE_WAIT_NANOS,  // modelled time requests waited in the queue before service
   DISK_LATE_COMPLETIONS,  // the real disk finished after the modelled deadline
   DISK_OVERHEAD_NANOS,    // CPU overhead `o` charged to the submitting thread
+  // Attribute requests the file system answered (fusefs/): each one the kernel could not answer
+  // from its own cache costs a round trip to the daemon, and st_blocks a Stat of the file's disks
+  // (a RADOS round trip when the disk has not learned the object's size yet).
+  FUSE_GETATTR_OPS,
+  FUSE_LOOKUP_OPS,
+  // Open-file and namespace requests of the volume's files (fusefs/; .tipfs not counted): a
+  // close sends FLUSH only when its open did not answer FOPEN_NOFLUSH.
+  FUSE_CREATE_OPS,
+  FUSE_OPEN_OPS,
+  FUSE_FLUSH_OPS,
+  FUSE_RELEASE_OPS,
+  FUSE_UNLINK_OPS,
   TICKER_ENUM_MAX
 };
 

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <regex>
 #include <sstream>
 #include <string>
 
@@ -14,17 +13,6 @@
 
 namespace tipfs::testing {
 namespace {
-
-// The daemon's count of FUSE read requests (control files excluded).
-uint64_t FuseReads(const TipfsMount& volume) {
-  const std::string json = ReadFileOrDie(volume.Path(".tipfs/stats.json"));
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"fuse\\.read\\.ops\":(\\d+)"))) {
-    ADD_FAILURE() << "no fuse.read.ops in " << json;
-    return 0;
-  }
-  return std::stoull(m[1]);
-}
 
 TEST(PageCacheTest, SequentialReadsReachTheDaemonInOneMibRequests) {
   const std::string reason = FuseUnavailableReason();
@@ -40,7 +28,7 @@ TEST(PageCacheTest, SequentialReadsReachTheDaemonInOneMibRequests) {
   ASSERT_EQ(volume.Unmount(), "");
   ASSERT_EQ(volume.Mount(), "");  // a new superblock: nothing of f in the page cache
 
-  const uint64_t before = FuseReads(volume);
+  const uint64_t before = StatsCounter(volume, "fuse.read.ops");
   const int fd = open(volume.Path("f").c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   std::string buffer(kMib, '\0');
@@ -50,7 +38,7 @@ TEST(PageCacheTest, SequentialReadsReachTheDaemonInOneMibRequests) {
   }
   close(fd);
   // One request per MiB read ahead; the kernel's 128 KiB default made it 64.
-  EXPECT_LE(FuseReads(volume) - before, 2u * kMibs);
+  EXPECT_LE(StatsCounter(volume, "fuse.read.ops") - before, 2u * kMibs);
 }
 
 TEST(PageCacheTest, TheMountsDeviceIsFoundByItsUnescapedPath) {
