@@ -160,6 +160,7 @@ bool IsControlDirLookup(fuse_ino_t parent, const char* name) {
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
+  RecordTick(Bridge(req)->statistics(), FUSE_LOOKUP_OPS);
   if (IsControlDirLookup(parent, name)) {
     fuse_entry_param e = ControlEntry(req, ControlFiles::kDirIno);
     return (void)fuse_reply_entry(req, &e);
@@ -197,6 +198,7 @@ void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
+  RecordTick(Bridge(req)->statistics(), FUSE_GETATTR_OPS);
   if (ControlFiles::IsControl(ino)) {
     struct stat st = ControlStat(ino, Bridge(req)->control()->IsWritable(ino));
     return (void)fuse_reply_attr(req, &st, 0);

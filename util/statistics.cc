@@ -22,6 +22,8 @@ constexpr std::pair<Ticker, const char*> kTickerNames[] = {
     {DISK_QUEUE_WAIT_NANOS, "disk.queue.wait.nanos"},
     {DISK_LATE_COMPLETIONS, "disk.late.completions"},
     {DISK_OVERHEAD_NANOS, "disk.overhead.nanos"},
+    {FUSE_GETATTR_OPS, "fuse.getattr.ops"},
+    {FUSE_LOOKUP_OPS, "fuse.lookup.ops"},
 };
 static_assert(std::size(kTickerNames) == TICKER_ENUM_MAX,
               "every Ticker needs a row in kTickerNames");

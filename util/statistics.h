@@ -38,6 +38,11 @@ enum Ticker : uint32_t {
   DISK_QUEUE_WAIT_NANOS,  // modelled time requests waited in the queue before service
   DISK_LATE_COMPLETIONS,  // the real disk finished after the modelled deadline
   DISK_OVERHEAD_NANOS,    // CPU overhead `o` charged to the submitting thread
+  // Attribute requests the file system answered (fusefs/): each one the kernel could not answer
+  // from its own cache costs a round trip to the daemon, and st_blocks a Stat of the file's disks
+  // (a RADOS round trip when the disk has not learned the object's size yet).
+  FUSE_GETATTR_OPS,
+  FUSE_LOOKUP_OPS,
   TICKER_ENUM_MAX
 };
 

@@ -142,6 +142,30 @@ TEST_F(SpecHistoryTest, TheSecondRunHintsFromHistoryAndConsumesThoseHints) {
   EXPECT_EQ(Recordings().size(), 1u) << "the new recording replaces the old one";
 }
 
+// Neither the recording nor the replay makes the program wait for the mount's attributes. The
+// kernel marks a FUSE file's atime stale after each read it sends to the daemon, so a stat(2) of
+// a file just read is a GETATTR round trip (on RADOS disks also a Stat for st_blocks); the
+// recorder's stat of each file after its first read made one per file, in the program's thread,
+// which the program without tipfs never makes. The mount counts the GETATTRs it answered: a run
+// under `tipfs run` that records (first run) or replays (second) asks for no more of them than
+// the program alone does.
+TEST_F(SpecHistoryTest, RecordingAndReplayAskTheMountForNoAttributesTheProgramDoesNot) {
+  Remount();
+  ASSERT_EQ(scratch_.Run(parser_, false, mount_->mountpoint()).exit_status, 0);
+  const uint64_t alone = Mount("fuse.getattr.ops");
+  std::map<std::string, uint64_t> first = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(first["history_recorded"], static_cast<uint64_t>(kFiles));
+  EXPECT_LE(Mount("fuse.getattr.ops"), alone) << "recording; the program alone: " << alone << "\n"
+                                              << MountStats();
+  std::map<std::string, uint64_t> second = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(second["history_files_changed"], 0u);
+  EXPECT_LE(Mount("fuse.getattr.ops"), alone) << "replaying; the program alone: " << alone << "\n"
+                                              << MountStats();
+}
+
 // A file touched (new mtime) and one grown (new size) since the recording are not hinted; the
 // others are, and the program's output is the same.
 TEST_F(SpecHistoryTest, FilesChangedSinceTheRecordingAreNotHinted) {
