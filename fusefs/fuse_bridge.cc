@@ -160,7 +160,6 @@ bool IsControlDirLookup(fuse_ino_t parent, const char* name) {
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
-  RecordTick(Bridge(req)->statistics(), FUSE_LOOKUP_OPS);
   if (IsControlDirLookup(parent, name)) {
     fuse_entry_param e = ControlEntry(req, ControlFiles::kDirIno);
     return (void)fuse_reply_entry(req, &e);
@@ -171,6 +170,7 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_entry_param e = ControlEntry(req, ino);
     return (void)fuse_reply_entry(req, &e);
   }
+  RecordTick(Bridge(req)->statistics(), FUSE_LOOKUP_OPS);  // the volume's names, not .tipfs
   Result<meta::Inode> inode = Fs(req)->Lookup(parent, name);
   if (!inode.ok() && inode.error() == ENOENT) {
     // A negative entry, cached by the kernel like a positive one (compilers probe many paths).
@@ -198,11 +198,11 @@ void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   PerfSection dispatch(Subsystem::kFuseDispatch);
-  RecordTick(Bridge(req)->statistics(), FUSE_GETATTR_OPS);
   if (ControlFiles::IsControl(ino)) {
     struct stat st = ControlStat(ino, Bridge(req)->control()->IsWritable(ino));
     return (void)fuse_reply_attr(req, &st, 0);
   }
+  RecordTick(Bridge(req)->statistics(), FUSE_GETATTR_OPS);  // the volume's files, not .tipfs
   Result<meta::Inode> inode = Fs(req)->GetAttr(ino);
   if (!inode.ok()) return ReplyStatus(req, inode.status());
   struct stat st = ToStat(Fs(req), *inode);

@@ -181,10 +181,12 @@ void HistoryReplay::Refill() {
   int mount = -1;
   tipfs_hint_paths_init(request_, TIPFS_SOURCE_HISTORY, kHistoryStream, 0);
   in_request_.clear();
+  size_t checks = 0;
   while (issued_ < recording_.reads.size() && issued_ - next_ < max_ahead_reads_ &&
          ahead_bytes_ < max_ahead_bytes_) {
     const RecordedRead& read = recording_.reads[issued_];
     const File& file = files_[read.file];
+    if (!file.checked && checks++ >= kHistoryChecksPerRefill) break;
     if (Hintable(issued_)) {
       if (mount != file.mount && !in_request_.empty()) Send(mount);
       mount = file.mount;
