@@ -318,9 +318,12 @@ std::string StatsReport::Text() const {
           "tipfs %s: volume %s, %zu disks, stripe unit %s, data cache %s, up %.1f s (tipfs %s)\n",
           mountpoint_.c_str(), label.volume_uuid.c_str(), label.disk_names.size(),
           FormatSize(label.stripe_unit).c_str(), DataCacheName(), uptime, TIPFS_VERSION);
-  Appendf(&out, "requests: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
+  Appendf(&out,
+          "requests: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s), %" PRIu64
+          " getattrs, %" PRIu64 " lookups\n",
           statistics_->Get(FUSE_READ_OPS), FormatSize(statistics_->Get(FUSE_READ_BYTES)).c_str(),
-          statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str());
+          statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str(),
+          statistics_->Get(FUSE_GETATTR_OPS), statistics_->Get(FUSE_LOOKUP_OPS));
   Appendf(&out,
           "open files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64
           " releases, %" PRIu64 " unlinks\n",

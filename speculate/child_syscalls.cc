@@ -287,7 +287,7 @@ long DoOpen(long dir_fd, long path, long flags) {
     discard = true;
   } else if (fd >= 0 && !path_only) {
     struct stat st;
-    if (Sys(SYS_fstat, fd, reinterpret_cast<long>(&st)) != 0) {
+    if (RawFstatWithoutAtime(static_cast<int>(fd), &st) != 0) {
       Sys(SYS_close, fd);
       return -EIO;
     }

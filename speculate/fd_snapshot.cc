@@ -51,7 +51,8 @@ void FdSnapshot::Take(const HintSink& sink) {
       }
       if (fd == dir || sink.OwnsFd(static_cast<int>(fd))) continue;
       struct stat st;
-      if (RawSyscall(SYS_fstat, fd, reinterpret_cast<long>(&st)) != 0) continue;
+      // Without atime: the file the program just read has a stale one (a GETATTR per fork).
+      if (RawFstatWithoutAtime(static_cast<int>(fd), &st) != 0) continue;
       int64_t position = -1;
       if (S_ISREG(st.st_mode)) {
         position = RawSyscall(SYS_lseek, fd, 0, SEEK_CUR);

@@ -34,6 +34,12 @@ namespace tipfs::spec {
 inline constexpr uint64_t kHistoryStream = (uint64_t{1} << 32) | 0x68697374;  // "hist"
 inline constexpr size_t kHistoryMatchWindow = 64;
 inline constexpr uint32_t kHistoryMissesToCancel = 16;
+// Files a refill checks (a stat each, see Hintable) at most; the rest wait for the next refill,
+// at the program's next matched read. A file not in the kernel's dentry cache costs a LOOKUP round
+// trip in the program's thread, and at the start nothing is cached: checking a recording of 400
+// files before the program began took 0.1-0.3 s on RADOS disks (bench/rados/README.md), where a
+// program that lists its directories first (a search) would have made the later checks free.
+inline constexpr size_t kHistoryChecksPerRefill = 16;
 
 class HistoryRecorder {
  public:

@@ -115,7 +115,9 @@ bool MountWatch::PathUnderPrefix(const char* path) const {
 bool MountWatch::Classify(int fd, FdFacts* facts, char* path) const {
   struct stat st;
   if (path != nullptr) path[0] = '\0';
-  if (RawSyscall(SYS_fstat, fd, reinterpret_cast<long>(&st)) != 0) return false;
+  // Without atime: a file the speculating child has read ahead (O_DIRECT) has a stale atime,
+  // and the program's classification of it at its first read would wait for a GETATTR.
+  if (RawFstatWithoutAtime(fd, &st) != 0) return false;
   facts->dev = st.st_dev;
   facts->ino = st.st_ino;
   facts->size = static_cast<uint64_t>(st.st_size);

@@ -120,7 +120,7 @@ constexpr int kTrampolineAllowed[] = {
     SYS_readlinkat,  SYS_exit_group,    SYS_exit,         SYS_mmap,           SYS_munmap,
     SYS_mprotect,    SYS_mremap,        SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_getpid,
     SYS_gettid,      SYS_getppid,       SYS_dup,          SYS_dup3,           SYS_getrandom,
-    SYS_sched_yield, SYS_clock_gettime,
+    SYS_sched_yield, SYS_clock_gettime, SYS_statx,
 };
 
 // Futex operations the runtime may issue on shared memory (the hint log's words): waiting and

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 
+#include "speculate/history.h"
 #include "tests/speculate/spec_mount_fixture.h"
 
 namespace tipfs::spec::testing {
@@ -140,6 +141,61 @@ TEST_F(SpecHistoryTest, TheSecondRunHintsFromHistoryAndConsumesThoseHints) {
   EXPECT_GT(consumed, static_cast<uint64_t>(kFiles) / 2) << MountStats();
   EXPECT_EQ(second["mount_consumed_history"], consumed) << "libtipspec and the mount disagree";
   EXPECT_EQ(Recordings().size(), 1u) << "the new recording replaces the old one";
+}
+
+// Neither the recording nor the replay makes the program wait for the mount's attributes. The
+// kernel marks a FUSE file's atime stale after each read it sends to the daemon, so a stat(2) of
+// a file just read is a GETATTR round trip (on RADOS disks also a Stat for st_blocks); the
+// recorder's stat of each file after its first read made one per file, in the program's thread,
+// which the program without tipfs never makes. The mount counts the GETATTRs it answered: a run
+// under `tipfs run` that records (first run) or replays (second) asks for no more of them than
+// the program alone does.
+TEST_F(SpecHistoryTest, RecordingAndReplayAskTheMountForNoAttributesTheProgramDoesNot) {
+  Remount();
+  ASSERT_EQ(scratch_.Run(parser_, false, mount_->mountpoint()).exit_status, 0);
+  const uint64_t alone = Mount("fuse.getattr.ops");
+  std::map<std::string, uint64_t> first = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(first["history_recorded"], static_cast<uint64_t>(kFiles));
+  EXPECT_LE(Mount("fuse.getattr.ops"), alone) << "recording; the program alone: " << alone << "\n"
+                                              << MountStats();
+  std::map<std::string, uint64_t> second = Run(parser_);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kFiles));
+  EXPECT_EQ(second["history_files_changed"], 0u);
+  EXPECT_LE(Mount("fuse.getattr.ops"), alone) << "replaying; the program alone: " << alone << "\n"
+                                              << MountStats();
+}
+
+// The replay checks each recorded file (a stat) before hinting it, and at the program's start no
+// name is in the kernel's dentry cache: each check is a LOOKUP round trip before the program's
+// first instruction. A refill checks at most kHistoryChecksPerRefill files, the rest at the
+// program's next reads: a program that lists its tree first (grep -r) has the kernel learn every
+// name from its READDIRPLUS replies, and the later checks cost no round trip. Counted by the mount:
+// the replaying run makes at most that many LOOKUPs more than the recording run (64 before).
+TEST_F(SpecHistoryTest, AReplayChecksFewFilesBeforeTheProgramListsItsTree) {
+  if (!HaveProgram("grep")) GTEST_SKIP() << "grep not installed";
+  constexpr int kTreeFiles = 64;
+  fs::create_directories(Path("tree"));
+  ASSERT_EQ(tipfs::testing::RunCommand(std::string(PARSE_RECORDS) + " --make " +
+                                       std::to_string(kTreeFiles) + " " + Path("tree") + " 2>&1"),
+            0);
+  const std::vector<std::string> grep = {"grep", "-r", "-a", "-c", "", "tree"};
+  Remount();
+  plain_ = scratch_.Run(grep, false, mount_->mountpoint());
+  ASSERT_EQ(plain_.exit_status, 0) << plain_.out.substr(0, 300);
+  std::map<std::string, uint64_t> first = Run(grep);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  ASSERT_EQ(first["history_recorded"], static_cast<uint64_t>(kTreeFiles));
+  const uint64_t recording_lookups = Mount("fuse.lookup.ops");
+  std::map<std::string, uint64_t> second = Run(grep);
+  EXPECT_TRUE(last_.out == plain_.out) << "outputs differ";
+  EXPECT_EQ(second["history_hints"], static_cast<uint64_t>(kTreeFiles));
+  EXPECT_EQ(second["history_files_changed"], 0u);
+  EXPECT_GT(Mount("hints.history.consumed"), 0u) << MountStats();
+  EXPECT_LE(Mount("fuse.lookup.ops"), recording_lookups + kHistoryChecksPerRefill)
+      << "lookups of the recording run: " << recording_lookups << "\n"
+      << MountStats();
 }
 
 // A file touched (new mtime) and one grown (new size) since the recording are not hinted; the

@@ -79,6 +79,29 @@ TEST_F(SpecParseTest, AParserGivesItsOutputAndChildrenEndingOnGarbageLeaveCleanH
   EXPECT_EQ(stats["mount_consumed_clean"], clean);
 }
 
+// A child's read without data ends in a size check of the file (how long the read would have
+// been). A FUSE kernel holds atime stale after the child's O_DIRECT read, so fstat(2) there was a
+// GETATTR round trip to the daemon for every file the child read ahead; the size alone is answered
+// from the attributes the kernel holds. The mount counts the GETATTRs it answered: the speculated
+// run, whose children read every file ahead without data, asks for no more than the program alone.
+TEST_F(SpecParseTest, AChildsReadsWithoutDataAskTheMountForNoAttributes) {
+  Remount();
+  RunResult plain = scratch_.Run(Parser(), false, mount_->mountpoint());
+  ASSERT_EQ(plain.exit_status, 0) << plain.out.substr(0, 300);
+  const uint64_t alone = MountCounter(mount_->mountpoint(), "fuse.getattr.ops");
+  scratch_.ClearLogs();
+  Remount();
+  RunResult speculated = RunSpeculated(Parser(), {{"TIPSPEC_STATE_DIR", state_dir_}});
+  EXPECT_EQ(speculated.exit_status, 0);
+  EXPECT_TRUE(speculated.out == plain.out) << "outputs differ";
+  std::map<std::string, uint64_t> stats = scratch_.Stats();
+  EXPECT_GE(stats["reads_without_data"], static_cast<uint64_t>(files_.size() / 2));
+  EXPECT_LE(MountCounter(mount_->mountpoint(), "fuse.getattr.ops"), alone)
+      << "the program alone: " << alone << ", reads without data " << stats["reads_without_data"]
+      << "\n"
+      << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
+}
+
 TEST_F(SpecParseTest, APythonJsonLoaderGivesItsOutputUnderSpeculation) {
   if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
   fs::create_directories(Path("json"));
