@@ -70,7 +70,13 @@ class Session {
   int Loop(uint32_t threads) {
     fuse_loop_config* config = fuse_loop_cfg_create();
     fuse_loop_cfg_set_max_threads(config, threads);
-    fuse_loop_cfg_set_idle_threads(config, std::min<uint32_t>(threads, 8));
+    // Idle workers are kept, never retired: with asynchronous reads a worker is busy for a few
+    // microseconds per request, so under many readers the count of idle ones swings across any
+    // lower bound many times a second, and libfuse retired a worker (freeing its 1 MiB request
+    // buffer, unmapping its stack) and started a new one each time: at 32 readers the whole set of
+    // workers was replaced every half second (issue 11, bench/fast/README.md "Per-miss account").
+    // At most `threads` of them exist either way.
+    fuse_loop_cfg_set_idle_threads(config, threads);
     int rc = fuse_session_loop_mt(session_, config);
     fuse_loop_cfg_destroy(config);
     return rc;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -192,6 +193,82 @@ TEST_P(ConcurrencyTest, ReadersRacingAWriterSeeOnlyWrittenBytes) {
   for (std::thread& reader : readers) reader.join();
   EXPECT_EQ(bad_reads.load(), 0) << "a reader saw bytes that were never written there";
   EXPECT_TRUE(ReadFileOrDie(path) == content);
+}
+
+// The daemon's own threads, by id (its FUSE workers among them). io_uring's workers (iou-wrk-*)
+// live in the process too but come and go with the kernel's idle timeout: not counted.
+std::set<int> DaemonThreads(const std::string& pid_file) {
+  std::set<int> ids;
+  const std::string task = "/proc/" + std::to_string(std::stoi(ReadFileOrDie(pid_file))) + "/task";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(task, ec)) {
+    std::FILE* comm = std::fopen((entry.path() / "comm").c_str(), "r");
+    if (comm == nullptr) continue;  // exited meanwhile
+    char name[32] = {};
+    const bool read = std::fgets(name, sizeof(name), comm) != nullptr;
+    std::fclose(comm);
+    if (read && std::strncmp(name, "iou-", 4) == 0) continue;
+    ids.insert(std::stoi(entry.path().filename().string()));
+  }
+  return ids;
+}
+
+// Many readers at once, in bursts, each reading 4 KiB pieces with O_DIRECT (so that every read
+// reaches the daemon in both modes) and checking their bytes: the FUSE workers the daemon
+// started for the first burst are all still there after the next ones. With asynchronous reads
+// the number of idle workers swings under many readers, and libfuse, allowed fewer idle workers
+// than it may start, retired and restarted workers many times a second (issue 11).
+TEST_P(ConcurrencyTest, ManyReadersKeepTheSameFuseWorkers) {
+  constexpr size_t kFile = 8 << 20;
+  constexpr size_t kPiece = 4096;
+  constexpr int kReaders = 32;
+  constexpr int kReadsPerBurst = 200;
+  const std::string path = Path("many-readers");
+  const std::string content = PatternBytes(kFile, 63);
+  ASSERT_TRUE(WriteFileBytes(path, content));
+  const std::string pid_file = mount_->disks()[0] + "/tipfs.pid";
+  std::atomic<int> bad_reads{0};
+  auto burst = [&](int round) {
+    std::vector<std::thread> readers;
+    for (int r = 0; r < kReaders; ++r) {
+      readers.emplace_back([&, r] {
+        int fd = open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+        void* raw = std::aligned_alloc(kPiece, kPiece);
+        if (fd < 0 || raw == nullptr) {
+          ++bad_reads;
+          if (fd >= 0) close(fd);
+          std::free(raw);
+          return;
+        }
+        char* buffer = static_cast<char*>(raw);
+        uint64_t x = static_cast<uint64_t>(round * kReaders + r) * 2654435761u + 1;
+        for (int i = 0; i < kReadsPerBurst; ++i) {
+          x = x * 6364136223846793005u + 1442695040888963407u;
+          const size_t offset = (x >> 33) % (kFile / kPiece) * kPiece;
+          if (pread(fd, buffer, kPiece, static_cast<off_t>(offset)) !=
+                  static_cast<ssize_t>(kPiece) ||
+              std::memcmp(buffer, content.data() + offset, kPiece) != 0) {
+            ++bad_reads;
+          }
+        }
+        std::free(raw);
+        close(fd);
+      });
+    }
+    for (std::thread& reader : readers) reader.join();
+  };
+  burst(0);
+  const std::set<int> first = DaemonThreads(pid_file);
+  ASSERT_FALSE(first.empty());
+  for (int round = 1; round <= 3; ++round) burst(round);
+  const std::set<int> last = DaemonThreads(pid_file);
+  EXPECT_EQ(bad_reads.load(), 0) << "a read failed or returned other bytes";
+  std::vector<int> gone;
+  for (int id : first) {
+    if (last.count(id) == 0) gone.push_back(id);
+  }
+  EXPECT_TRUE(gone.empty()) << gone.size() << " of the daemon's " << first.size()
+                            << " threads exited between bursts of reads";
 }
 
 INSTANTIATE_TEST_SUITE_P(DataCache, ConcurrencyTest, ::testing::Values("kernel", "direct"),
