@@ -35,11 +35,6 @@ uint64_t CapacityBlocks(uint64_t bytes, uint32_t block_size, uint32_t unit) {
   return std::max<uint64_t>(bytes, kMinCapacityUnits * unit) / block_size;
 }
 
-// The LRU tail window (and ghost list) k: an eighth of the cache, at most 64 buffers.
-uint32_t TailWindowFor(uint64_t capacity_blocks) {
-  return static_cast<uint32_t>(std::clamp<uint64_t>(capacity_blocks / 8, 1, 64));
-}
-
 }  // namespace
 
 Status CopyParts(std::vector<ReadPart>* parts, uint64_t first_block, uint32_t block_size,
@@ -71,24 +66,24 @@ void ReadData::CopyTo(char* out) const {
 }
 
 FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
-    : io_(io),
+    : CacheBuffers(io->layout(), ChooseBlockSize(options, io->layout().stripe_unit()),
+                   CapacityBlocks(options.capacity_bytes,
+                                  ChooseBlockSize(options, io->layout().stripe_unit()),
+                                  io->layout().stripe_unit()),
+                   options.max_prefetches_per_disk),
+      io_(io),
       clock_(clock),
-      block_size_(ChooseBlockSize(options, io->layout().stripe_unit())),
       granule_bytes_(GranuleBytesFor(block_size_)),
-      disk_count_(io->layout().disk_count()),
-      options_(options),
-      capacity_blocks_(
-          CapacityBlocks(options.capacity_bytes, block_size_, io->layout().stripe_unit())),
-      table_(TailWindowFor(capacity_blocks_)) {
+      options_(options) {
   options_.block_size = block_size_;
   // ValidateOptions refuses other values; in the block's terms, a miss reads at least a granule
   // and at most the block, so the read path uses min_read as it is.
   const uint32_t min_read = IsPowerOfTwo(options_.min_read) ? options_.min_read : 4096;
   options_.min_read = std::clamp(min_read, granule_bytes_, block_size_);
   options_.capacity_bytes = capacity_blocks_ * block_size_;
-  disk_prefetches_.assign(disk_count_, 0);
   disk_reads_failing_.assign(disk_count_, false);
-  manager_ = std::make_unique<TipManager>(this, clock_, block_size_, disk_count_, options_);
+  manager_ = std::make_unique<TipManager>(static_cast<CacheBuffers*>(this), clock_, block_size_,
+                                          disk_count_, options_);
   manager_->Start();
 }
 
@@ -136,10 +131,6 @@ Status FileCache::ValidateOptions(const CacheOptions& options, uint32_t stripe_u
   return Status::OK();
 }
 
-uint32_t FileCache::DiskOf(uint64_t ino, uint64_t index) const {
-  return io_->layout().DiskOfOffset(ino, index * block_size_);
-}
-
 bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
   MutexLock lock(&mu_);
   return table_.Find(ino, block_index) != nullptr;
@@ -173,27 +164,6 @@ void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
   }
 }
 
-bool FileCache::MakeRoomFromUnheld() {
-  while (table_.size() >= capacity_blocks_) {
-    Block* victim = table_.EvictFirstColdest();
-    if (victim == nullptr) victim = table_.LruColdest();
-    if (victim == nullptr) return false;
-    EvictBlock(victim);
-  }
-  return true;
-}
-
-bool FileCache::DiskHasRoom(uint32_t disk) const {
-  return disk_prefetches_[disk] < options_.max_prefetches_per_disk;
-}
-
-bool FileCache::AnyDiskHasRoom() const {
-  for (uint32_t disk = 0; disk < disk_count_; ++disk) {
-    if (DiskHasRoom(disk)) return true;
-  }
-  return false;
-}
-
 bool FileCache::AnyDiskHasRoomLocked() const {
   MutexLock lock(&mu_);
   return AnyDiskHasRoom();
@@ -207,24 +177,6 @@ Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purp
                                                               : BlockOrigin::kWarmup;
   if (purpose == Purpose::kReadahead) ++counters_.readahead_issued;
   return NewFetchedBlock(ino, block_index, origin, /*prefetch=*/true, file_size, now);
-}
-
-void FileCache::PlaceUnheld(Block* b) {
-  if (b->evict_first) {
-    table_.PushEvictFirst(b);
-  } else {
-    table_.PushLru(b);
-  }
-}
-
-void FileCache::EvictBlock(Block* b) {
-  if (b->queue == BlockQueue::kLru) table_.AddGhost(b->key);
-  if (!b->used) {
-    if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_evicted_unused;
-    if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_evicted_unused;
-  }
-  ++counters_.evictions;
-  table_.Erase(b);
 }
 
 std::optional<Result<size_t>> FileCache::StartRead(
@@ -582,6 +534,7 @@ Status FileCache::SetOptions(const CacheOptions& requested) {
     capacity_blocks_ = CapacityBlocks(requested.capacity_bytes, block_size_, unit);
     next.capacity_bytes = capacity_blocks_ * block_size_;
     options_ = next;
+    max_prefetches_per_disk_ = next.max_prefetches_per_disk;
     if (table_.tail_window() != TailWindowFor(capacity_blocks_)) {
       table_.SetTailWindow(TailWindowFor(capacity_blocks_));
     }
@@ -627,6 +580,8 @@ void FileCache::ForgetSharer(uint32_t owner) {
 }
 
 StreamInfo FileCache::QueryStream(uint64_t stream) const { return manager_->QueryStream(stream); }
+
+std::vector<StreamSummary> FileCache::ListStreams() const { return manager_->ListStreams(); }
 
 CacheStats FileCache::Stats() const {
   CacheStats stats;
