@@ -11,13 +11,33 @@ CacheBuffers::CacheBuffers(const stripe::Layout& layout, uint32_t block_size,
       block_size_(block_size),
       disk_count_(layout.disk_count()),
       capacity_blocks_(capacity_blocks),
-      max_prefetches_per_disk_(max_prefetches_per_disk),
       table_(TailWindowFor(capacity_blocks)),
-      disk_prefetches_(disk_count_, 0) {}
+      max_prefetches_per_disk_(max_prefetches_per_disk),
+      disk_prefetches_(disk_count_, 0),
+      disks_with_room_(max_prefetches_per_disk > 0 ? disk_count_ : 0) {}
 
 // An eighth of the cache, at most 64 buffers.
 uint32_t CacheBuffers::TailWindowFor(uint64_t capacity_blocks) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(capacity_blocks / 8, 1, 64));
+}
+
+void CacheBuffers::AdjustDiskPrefetches(uint32_t disk, int32_t delta) {
+  const bool had_room = DiskHasRoom(disk);
+  disk_prefetches_[disk] =
+      static_cast<uint32_t>(static_cast<int64_t>(disk_prefetches_[disk]) + delta);
+  const bool has_room = DiskHasRoom(disk);
+  // Every writer holds mu_: a load and a store, no read-modify-write on the fetch path.
+  if (has_room != had_room) {
+    const uint32_t with_room = disks_with_room_.load(std::memory_order_relaxed);
+    disks_with_room_.store(has_room ? with_room + 1 : with_room - 1, std::memory_order_release);
+  }
+}
+
+void CacheBuffers::SetMaxPrefetchesPerDisk(uint32_t max_prefetches_per_disk) {
+  max_prefetches_per_disk_ = max_prefetches_per_disk;
+  uint32_t with_room = 0;
+  for (uint32_t disk = 0; disk < disk_count_; ++disk) with_room += DiskHasRoom(disk) ? 1 : 0;
+  disks_with_room_.store(with_room, std::memory_order_release);
 }
 
 bool CacheBuffers::MakeRoomFromUnheld() {
@@ -28,24 +48,6 @@ bool CacheBuffers::MakeRoomFromUnheld() {
     EvictBlock(victim);
   }
   return true;
-}
-
-void CacheBuffers::PlaceUnheld(Block* b) {
-  if (b->evict_first) {
-    table_.PushEvictFirst(b);
-  } else {
-    table_.PushLru(b);
-  }
-}
-
-void CacheBuffers::EvictBlock(Block* b) {
-  if (b->queue == BlockQueue::kLru) table_.AddGhost(b->key);
-  if (!b->used) {
-    if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_evicted_unused;
-    if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_evicted_unused;
-  }
-  ++counters_.evictions;
-  table_.Erase(b);
 }
 
 }  // namespace tipfs::cache

@@ -16,6 +16,7 @@
 // while holding mu(), and mu() is never held across a disk submission (DrainIssues) or a wait.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -66,11 +67,26 @@ class CacheBuffers {
     b->evict_first = false;
   }
   // A valid block no hint holds any longer goes to its queue: evict-first when marked, else the
-  // LRU's warm end. REQUIRES: b->hint_refs == 0 and b->valid().
-  void PlaceUnheld(Block* b) REQUIRES(mu_);
+  // LRU's warm end. REQUIRES: b->hint_refs == 0 and b->valid(). (This and EvictBlock are inline,
+  // as they were inside file_cache.cc: the data path calls them on every completion and miss.)
+  void PlaceUnheld(Block* b) REQUIRES(mu_) {
+    if (b->evict_first) {
+      table_.PushEvictFirst(b);
+    } else {
+      table_.PushLru(b);
+    }
+  }
   // Gives b's buffer up: b leaves the table (a ghost when it was on the LRU queue), counted in
   // the data path's eviction counters. REQUIRES: b is not in flight (BlockTable::Erase).
-  void EvictBlock(Block* b) REQUIRES(mu_);
+  void EvictBlock(Block* b) REQUIRES(mu_) {
+    if (b->queue == BlockQueue::kLru) table_.AddGhost(b->key);
+    if (!b->used) {
+      if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_evicted_unused;
+      if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_evicted_unused;
+    }
+    ++counters_.evictions;
+    table_.Erase(b);
+  }
   // Frees buffers while the table is full: the coldest evict-first block, else the LRU tail.
   // False when every buffer is held or in flight.
   bool MakeRoomFromUnheld() REQUIRES(mu_);
@@ -85,11 +101,12 @@ class CacheBuffers {
     return disk_prefetches_[disk] < max_prefetches_per_disk_;
   }
   bool AnyDiskHasRoom() const REQUIRES(mu_) {
-    for (uint32_t disk = 0; disk < disk_count_; ++disk) {
-      if (DiskHasRoom(disk)) return true;
-    }
-    return false;
+    return disks_with_room_.load(std::memory_order_relaxed) != 0;
   }
+  // The same without mu(), for the manager's wake-up after a read or a completion (a hit takes
+  // the lock only for its lookups). Wait-free. It may miss a completion racing with it, but that
+  // completion reads its own update when it wakes the manager in turn, so no round is lost.
+  bool AnyDiskHasRoomNow() const { return disks_with_room_.load(std::memory_order_acquire) != 0; }
   // The one way a prefetch leaves the manager: a new block in flight for `purpose`, queued for
   // submission (DrainIssues), or nullptr when the block's disk has its share of prefetches in
   // flight or the table is full (the caller makes room first). REQUIRES: the block is absent.
@@ -111,6 +128,11 @@ class CacheBuffers {
 
   // The LRU tail window (and ghost list) k for a cache of this many blocks.
   static uint32_t TailWindowFor(uint64_t capacity_blocks);
+  // The only writers of the per-disk prefetch counts and their bound, so that the count of disks
+  // with room (AnyDiskHasRoomNow) follows them: a fetch issued (+1) or done (-1), a disk failing
+  // (+FileCache::kFailedDiskPrefetches) or working again.
+  void AdjustDiskPrefetches(uint32_t disk, int32_t delta) REQUIRES(mu_);
+  void SetMaxPrefetchesPerDisk(uint32_t max_prefetches_per_disk) REQUIRES(mu_);
 
   // Constant after construction.
   const stripe::Layout& layout_;
@@ -122,15 +144,19 @@ class CacheBuffers {
   // across StripedIo calls, waits, or callers' callbacks.
   mutable Mutex mu_;
   uint64_t capacity_blocks_ GUARDED_BY(mu_);
-  uint32_t max_prefetches_per_disk_ GUARDED_BY(mu_);  // CacheOptions::max_prefetches_per_disk
   BlockTable table_ GUARDED_BY(mu_);
+  // The data path's counter fields (the manager counts its own); gauges are filled in by
+  // FileCache::Stats().
+  CacheStats counters_ GUARDED_BY(mu_);
+
+ private:
+  uint32_t max_prefetches_per_disk_ GUARDED_BY(mu_);  // CacheOptions::max_prefetches_per_disk
   // Prefetches in flight per disk, plus FileCache::kFailedDiskPrefetches while the disk's reads
   // fail: every prefetch decision compares this with max_prefetches_per_disk, so a failing disk
   // looks full.
   std::vector<uint32_t> disk_prefetches_ GUARDED_BY(mu_);
-  // The data path's counter fields (the manager counts its own); gauges are filled in by
-  // FileCache::Stats().
-  CacheStats counters_ GUARDED_BY(mu_);
+  // Disks with DiskHasRoom: written under mu_ with the counts above, read without it too.
+  std::atomic<uint32_t> disks_with_room_;
 };
 
 }  // namespace tipfs::cache

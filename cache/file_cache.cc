@@ -91,11 +91,8 @@ void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
   MutexLock lock(&mu_);
   if (disk >= disk_count_ || disk_reads_failing_[disk] == failing) return;
   disk_reads_failing_[disk] = failing;
-  if (failing) {
-    disk_prefetches_[disk] += kFailedDiskPrefetches;
-  } else {
-    disk_prefetches_[disk] -= kFailedDiskPrefetches;
-  }
+  const auto failed = static_cast<int32_t>(kFailedDiskPrefetches);
+  AdjustDiskPrefetches(disk, failing ? failed : -failed);
 }
 
 FileCache::~FileCache() {
@@ -164,11 +161,6 @@ void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
   }
 }
 
-bool FileCache::AnyDiskHasRoomLocked() const {
-  MutexLock lock(&mu_);
-  return AnyDiskHasRoom();
-}
-
 Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose,
                                 uint64_t file_size, int64_t now) {
   if (table_.size() >= capacity_blocks_ || !DiskHasRoom(DiskOf(ino, block_index))) return nullptr;
@@ -212,8 +204,6 @@ std::optional<Result<size_t>> FileCache::StartRead(
   bool eagain = false;
   LruEvents lru;
   bool over_capacity = false;  // what the manager may have to act on (WakeIfUseful)
-  bool prefetch_room = false;
-  bool had_work = false;
   {
     MutexLock lock(&mu_);
     const int64_t cpu_locked = timed ? clock_->ThreadCpuNanos() : 0;
@@ -268,18 +258,14 @@ std::optional<Result<size_t>> FileCache::StartRead(
     }
     if (timed) hit_cpu = clock_->ThreadCpuNanos() - cpu_locked;
     over_capacity = table_.size() > capacity_blocks_;
-    // The disks' room matters only to a manager with prefetch work (WakeIfUseful).
-    had_work = manager_->HasPrefetchWork();
-    prefetch_room = had_work && AnyDiskHasRoom();
   }
   events->RecordLru(now, lru);
   // Consumption is synchronous (the read's hinted accesses are gone before it returns); the
   // decisions it may call for are the manager's.
   if (!spec) manager_->OnDemandRead(ctx, ino, offset, n, file_size, now);
-  // This read may have published the first work (its read-ahead run now wants blocks): that
-  // round must not wait for the next read, so the room is looked at now.
-  if (!had_work && manager_->HasPrefetchWork()) prefetch_room = AnyDiskHasRoomLocked();
-  manager_->WakeIfUseful(over_capacity, prefetch_room, now);
+  // After the consumption: a read that published the first work (its read-ahead run now wants
+  // blocks) gets its round now, not at the next read. The disks' room is the wake-up's to read.
+  manager_->WakeIfUseful(over_capacity, now);
   DrainIssues();
   if (eagain) {
     scratch.clear();
@@ -440,12 +426,11 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   std::shared_ptr<Fetch> self;
   const bool timed = fetch->timed;
   bool over_capacity = false;
-  bool prefetch_room = false;
   {
     MutexLock lock(&mu_);
     manager_->events()->RecordFetchDone(fetch->disk, fetch->submit_ns, now, fetch->disk_was_idle,
                                         status.ok());
-    if (fetch->prefetch) --disk_prefetches_[fetch->disk];
+    if (fetch->prefetch) AdjustDiskPrefetches(fetch->disk, -1);
     fetch->status = status;
     fetch->done = true;
     if (Block* b = fetch->block; b != nullptr) {
@@ -475,9 +460,8 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
     waiters.swap(fetch->waiters);
     self = std::move(fetch->self);
     over_capacity = table_.size() > capacity_blocks_;
-    prefetch_room = manager_->HasPrefetchWork() && AnyDiskHasRoom();
   }
-  manager_->WakeIfUseful(over_capacity, prefetch_room, now);
+  manager_->WakeIfUseful(over_capacity, now);
   // The completion's part of T_driver ends here: what follows is the readers' and the manager's.
   if (timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 1);
   for (const std::shared_ptr<PendingRead>& read : waiters) {
@@ -534,7 +518,7 @@ Status FileCache::SetOptions(const CacheOptions& requested) {
     capacity_blocks_ = CapacityBlocks(requested.capacity_bytes, block_size_, unit);
     next.capacity_bytes = capacity_blocks_ * block_size_;
     options_ = next;
-    max_prefetches_per_disk_ = next.max_prefetches_per_disk;
+    SetMaxPrefetchesPerDisk(next.max_prefetches_per_disk);
     if (table_.tail_window() != TailWindowFor(capacity_blocks_)) {
       table_.SetTailWindow(TailWindowFor(capacity_blocks_));
     }

@@ -176,7 +176,6 @@ class FileCache final : private CacheBuffers {
   void OnDemandHit(Block* b, LruEvents* lru) REQUIRES(mu_);
   void DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
   void DropBlocks(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
-  bool AnyDiskHasRoomLocked() const EXCLUDES(mu_);  // AnyDiskHasRoom, taking mu_
 
   // CacheBuffers' two operations that need the data path's fetches (cache_buffers.h).
   Block* IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose, uint64_t file_size,

@@ -84,12 +84,14 @@ void TipManager::Wake() {
   }
 }
 
-void TipManager::WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now) {
-  // Every unhinted read and completion comes here: with nothing to prefetch this is two atomic
-  // loads and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
+void TipManager::WakeIfUseful(bool over_capacity, int64_t now) {
+  // Every unhinted read and completion comes here: with nothing to prefetch this is one atomic
+  // load and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
   if (over_capacity) return Wake();
   if (!has_work_.load(std::memory_order_acquire)) return;
-  if (prefetch_room || now >= retire_due_ns_.load(std::memory_order_relaxed)) Wake();
+  if (buffers_->AnyDiskHasRoomNow() || now >= retire_due_ns_.load(std::memory_order_relaxed)) {
+    Wake();
+  }
 }
 
 void TipManager::PublishWork() {

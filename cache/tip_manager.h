@@ -68,13 +68,11 @@ class TipManager {
   // After a read or a completion: wakes the manager only when a round could decide something
   // (docs/DESIGN.md "When the manager runs"): the table is over capacity (a demand miss found
   // every buffer held or in flight), or there is prefetch work (a hint stream, a warm-up, a
-  // read-ahead run wanting blocks) and a disk with room for a prefetch or idle streams due for
-  // retirement. `over_capacity` and `prefetch_room` are the table's, read under CacheBuffers::mu().
-  // Wait-free: atomic loads, then Wake().
-  void WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now);
-  // Whether there is prefetch work (the flag WakeIfUseful reads first), so that the data path
-  // looks for a disk with room only when the answer can matter. Wait-free.
-  bool HasPrefetchWork() const { return has_work_.load(std::memory_order_acquire); }
+  // read-ahead run wanting blocks) and a disk with room for a prefetch
+  // (CacheBuffers::AnyDiskHasRoomNow, read only when there is work) or idle streams due for
+  // retirement. `over_capacity` is the table's, read under CacheBuffers::mu(). Wait-free: atomic
+  // loads, then Wake(); the caller holds no lock for it.
+  void WakeIfUseful(bool over_capacity, int64_t now);
   // In inline mode, runs the rounds that Wake() asked for on this thread (no-op with a thread,
   // and when this thread is already inside a round). REQUIRES: no cache lock held.
   void RunIfInline();
