@@ -11,7 +11,8 @@
 // and changes only its hint state: hint_refs (through AddHintRef, and down when it gives a hold
 // back), evict_first and hint_source.
 //
-// Thread-safety: every call but DiskOf, disk_count and DrainIssues REQUIRES mu(). Lock order:
+// Thread-safety: every call but DiskOf, disk_count, AnyDiskHasRoomNow (wait-free) and
+// DrainIssues (which takes mu() itself) REQUIRES mu(). Lock order:
 // TipManager::mu_, then mu(), then the Clock's mutex; the data path never takes TipManager::mu_
 // while holding mu(), and mu() is never held across a disk submission (DrainIssues) or a wait.
 #pragma once
