@@ -35,11 +35,6 @@ uint64_t CapacityBlocks(uint64_t bytes, uint32_t block_size, uint32_t unit) {
   return std::max<uint64_t>(bytes, kMinCapacityUnits * unit) / block_size;
 }
 
-// The LRU tail window (and ghost list) k: an eighth of the cache, at most 64 buffers.
-uint32_t TailWindowFor(uint64_t capacity_blocks) {
-  return static_cast<uint32_t>(std::clamp<uint64_t>(capacity_blocks / 8, 1, 64));
-}
-
 }  // namespace
 
 Status CopyParts(std::vector<ReadPart>* parts, uint64_t first_block, uint32_t block_size,
@@ -71,24 +66,24 @@ void ReadData::CopyTo(char* out) const {
 }
 
 FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
-    : io_(io),
+    : CacheBuffers(io->layout(), ChooseBlockSize(options, io->layout().stripe_unit()),
+                   CapacityBlocks(options.capacity_bytes,
+                                  ChooseBlockSize(options, io->layout().stripe_unit()),
+                                  io->layout().stripe_unit()),
+                   options.max_prefetches_per_disk),
+      io_(io),
       clock_(clock),
-      block_size_(ChooseBlockSize(options, io->layout().stripe_unit())),
       granule_bytes_(GranuleBytesFor(block_size_)),
-      disk_count_(io->layout().disk_count()),
-      options_(options),
-      capacity_blocks_(
-          CapacityBlocks(options.capacity_bytes, block_size_, io->layout().stripe_unit())),
-      table_(TailWindowFor(capacity_blocks_)) {
+      options_(options) {
   options_.block_size = block_size_;
   // ValidateOptions refuses other values; in the block's terms, a miss reads at least a granule
   // and at most the block, so the read path uses min_read as it is.
   const uint32_t min_read = IsPowerOfTwo(options_.min_read) ? options_.min_read : 4096;
   options_.min_read = std::clamp(min_read, granule_bytes_, block_size_);
   options_.capacity_bytes = capacity_blocks_ * block_size_;
-  disk_prefetches_.assign(disk_count_, 0);
   disk_reads_failing_.assign(disk_count_, false);
-  manager_ = std::make_unique<TipManager>(this, clock_, block_size_, disk_count_, options_);
+  manager_ = std::make_unique<TipManager>(static_cast<CacheBuffers*>(this), clock_, block_size_,
+                                          disk_count_, options_);
   manager_->Start();
 }
 
@@ -96,11 +91,8 @@ void FileCache::SetDiskReadsFailing(uint32_t disk, bool failing) {
   MutexLock lock(&mu_);
   if (disk >= disk_count_ || disk_reads_failing_[disk] == failing) return;
   disk_reads_failing_[disk] = failing;
-  if (failing) {
-    disk_prefetches_[disk] += kFailedDiskPrefetches;
-  } else {
-    disk_prefetches_[disk] -= kFailedDiskPrefetches;
-  }
+  const auto failed = static_cast<int32_t>(kFailedDiskPrefetches);
+  AdjustDiskPrefetches(disk, failing ? failed : -failed);
 }
 
 FileCache::~FileCache() {
@@ -136,10 +128,6 @@ Status FileCache::ValidateOptions(const CacheOptions& options, uint32_t stripe_u
   return Status::OK();
 }
 
-uint32_t FileCache::DiskOf(uint64_t ino, uint64_t index) const {
-  return io_->layout().DiskOfOffset(ino, index * block_size_);
-}
-
 bool FileCache::Contains(uint64_t ino, uint64_t block_index) const {
   MutexLock lock(&mu_);
   return table_.Find(ino, block_index) != nullptr;
@@ -173,32 +161,6 @@ void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
   }
 }
 
-bool FileCache::MakeRoomFromUnheld() {
-  while (table_.size() >= capacity_blocks_) {
-    Block* victim = table_.EvictFirstColdest();
-    if (victim == nullptr) victim = table_.LruColdest();
-    if (victim == nullptr) return false;
-    EvictBlock(victim);
-  }
-  return true;
-}
-
-bool FileCache::DiskHasRoom(uint32_t disk) const {
-  return disk_prefetches_[disk] < options_.max_prefetches_per_disk;
-}
-
-bool FileCache::AnyDiskHasRoom() const {
-  for (uint32_t disk = 0; disk < disk_count_; ++disk) {
-    if (DiskHasRoom(disk)) return true;
-  }
-  return false;
-}
-
-bool FileCache::AnyDiskHasRoomLocked() const {
-  MutexLock lock(&mu_);
-  return AnyDiskHasRoom();
-}
-
 Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose,
                                 uint64_t file_size, int64_t now) {
   if (table_.size() >= capacity_blocks_ || !DiskHasRoom(DiskOf(ino, block_index))) return nullptr;
@@ -207,24 +169,6 @@ Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purp
                                                               : BlockOrigin::kWarmup;
   if (purpose == Purpose::kReadahead) ++counters_.readahead_issued;
   return NewFetchedBlock(ino, block_index, origin, /*prefetch=*/true, file_size, now);
-}
-
-void FileCache::PlaceUnheld(Block* b) {
-  if (b->evict_first) {
-    table_.PushEvictFirst(b);
-  } else {
-    table_.PushLru(b);
-  }
-}
-
-void FileCache::EvictBlock(Block* b) {
-  if (b->queue == BlockQueue::kLru) table_.AddGhost(b->key);
-  if (!b->used) {
-    if (b->origin == BlockOrigin::kHinted) ++counters_.hinted_evicted_unused;
-    if (b->origin == BlockOrigin::kReadahead) ++counters_.readahead_evicted_unused;
-  }
-  ++counters_.evictions;
-  table_.Erase(b);
 }
 
 std::optional<Result<size_t>> FileCache::StartRead(
@@ -260,8 +204,6 @@ std::optional<Result<size_t>> FileCache::StartRead(
   bool eagain = false;
   LruEvents lru;
   bool over_capacity = false;  // what the manager may have to act on (WakeIfUseful)
-  bool prefetch_room = false;
-  bool had_work = false;
   {
     MutexLock lock(&mu_);
     const int64_t cpu_locked = timed ? clock_->ThreadCpuNanos() : 0;
@@ -316,18 +258,14 @@ std::optional<Result<size_t>> FileCache::StartRead(
     }
     if (timed) hit_cpu = clock_->ThreadCpuNanos() - cpu_locked;
     over_capacity = table_.size() > capacity_blocks_;
-    // The disks' room matters only to a manager with prefetch work (WakeIfUseful).
-    had_work = manager_->HasPrefetchWork();
-    prefetch_room = had_work && AnyDiskHasRoom();
   }
   events->RecordLru(now, lru);
   // Consumption is synchronous (the read's hinted accesses are gone before it returns); the
   // decisions it may call for are the manager's.
   if (!spec) manager_->OnDemandRead(ctx, ino, offset, n, file_size, now);
-  // This read may have published the first work (its read-ahead run now wants blocks): that
-  // round must not wait for the next read, so the room is looked at now.
-  if (!had_work && manager_->HasPrefetchWork()) prefetch_room = AnyDiskHasRoomLocked();
-  manager_->WakeIfUseful(over_capacity, prefetch_room, now);
+  // After the consumption: a read that published the first work (its read-ahead run now wants
+  // blocks) gets its round now, not at the next read. The disks' room is the wake-up's to read.
+  manager_->WakeIfUseful(over_capacity, now);
   DrainIssues();
   if (eagain) {
     scratch.clear();
@@ -488,12 +426,11 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   std::shared_ptr<Fetch> self;
   const bool timed = fetch->timed;
   bool over_capacity = false;
-  bool prefetch_room = false;
   {
     MutexLock lock(&mu_);
     manager_->events()->RecordFetchDone(fetch->disk, fetch->submit_ns, now, fetch->disk_was_idle,
                                         status.ok());
-    if (fetch->prefetch) --disk_prefetches_[fetch->disk];
+    if (fetch->prefetch) AdjustDiskPrefetches(fetch->disk, -1);
     fetch->status = status;
     fetch->done = true;
     if (Block* b = fetch->block; b != nullptr) {
@@ -523,9 +460,8 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
     waiters.swap(fetch->waiters);
     self = std::move(fetch->self);
     over_capacity = table_.size() > capacity_blocks_;
-    prefetch_room = manager_->HasPrefetchWork() && AnyDiskHasRoom();
   }
-  manager_->WakeIfUseful(over_capacity, prefetch_room, now);
+  manager_->WakeIfUseful(over_capacity, now);
   // The completion's part of T_driver ends here: what follows is the readers' and the manager's.
   if (timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 1);
   for (const std::shared_ptr<PendingRead>& read : waiters) {
@@ -582,6 +518,7 @@ Status FileCache::SetOptions(const CacheOptions& requested) {
     capacity_blocks_ = CapacityBlocks(requested.capacity_bytes, block_size_, unit);
     next.capacity_bytes = capacity_blocks_ * block_size_;
     options_ = next;
+    SetMaxPrefetchesPerDisk(next.max_prefetches_per_disk);
     if (table_.tail_window() != TailWindowFor(capacity_blocks_)) {
       table_.SetTailWindow(TailWindowFor(capacity_blocks_));
     }
@@ -627,6 +564,8 @@ void FileCache::ForgetSharer(uint32_t owner) {
 }
 
 StreamInfo FileCache::QueryStream(uint64_t stream) const { return manager_->QueryStream(stream); }
+
+std::vector<StreamSummary> FileCache::ListStreams() const { return manager_->ListStreams(); }
 
 CacheStats FileCache::Stats() const {
   CacheStats stats;

@@ -7,8 +7,10 @@
 //     the fetches in flight; reads, writes, truncates, fetch completion. It never runs a TIP
 //     decision: it records what it measures (cache/tip_events.h), consumes hints synchronously
 //     through TipManager::OnDemandRead, and wakes the manager.
-//   the manager (cache/tip_manager.h): hint streams, estimators and every decision; its
-//     prefetches enter the data path only through IssuePrefetch.
+//   the manager (cache/tip_manager.h): hint streams, estimators and every decision. It sees
+//     the data path only through CacheBuffers (cache/cache_buffers.h), which this class
+//     implements: the block table, its queues, capacity, per-disk room and the buffer
+//     operations; its prefetches enter the data path only through IssuePrefetch.
 // All disk access goes through stripe::StripedIo; all time through a Clock, so tests run it on a
 // FakeClock over modelled disks, deterministically (with CacheOptions::manager_thread = false).
 //
@@ -20,7 +22,8 @@
 // Thread-safety: every method may be called from any thread. Completions arrive on the disks'
 // completion thread (or the clock's timer thread, or inline). Locks, in order:
 //   TipManager::mu_     the manager's state (streams, caps, accuracy, read-ahead runs)
-//   mu_                 the block table, queues, fetch lists, per-disk prefetch counts, counters
+//   mu_                 (CacheBuffers::mu()) the block table, queues, fetch lists, per-disk
+//                       prefetch counts, counters
 //   PendingRead::mu     one waiting reader's latch (taken without mu_)
 //   TipEvents::mu_      the estimators' leaf lock
 //   the Clock's mutex   (NowNanos may be called under mu_)
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "cache/block_table.h"
+#include "cache/cache_buffers.h"
 #include "cache/cache_types.h"
 #include "cache/hint_stream.h"
 #include "cache/tip_events.h"
@@ -54,7 +58,9 @@ struct PendingRead;  // a read waiting for fetches (file_cache_internal.h)
 struct ReadPart;     // one block of a read (file_cache_internal.h)
 class TipManager;    // the decisions (tip_manager.h)
 
-class FileCache {
+// Private inheritance: the buffer operations are the manager's (it gets them as a CacheBuffers*),
+// not part of the cache's public interface.
+class FileCache final : private CacheBuffers {
  public:
   // REQUIRES: io and clock outlive the cache. Invalid options are clamped (see ValidateOptions).
   FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options);
@@ -128,8 +134,6 @@ class FileCache {
   bool Contains(uint64_t ino, uint64_t block_index) const;
 
  private:
-  friend class TipManager;  // its buffer operations below, under mu_
-
   // Read path (file_cache.cc).
   // A hit copies into `out`, or (out == nullptr) hands out slices in *shared. A miss returns
   // nullopt with *pending set: the fetches finish it (done, shared_done, or the blocking waiter).
@@ -141,8 +145,6 @@ class FileCache {
                                           std::shared_ptr<PendingRead>* pending);
   Result<size_t> FinishPending(PendingRead* read, ReadData* shared);
   void OnFetchDone(Fetch* fetch, Status status);
-  // Submits the fetches queued under mu_ (demand first).
-  void DrainIssues() EXCLUDES(mu_);
   // All below run with mu_ held.
   // Why a block's fetch goes to disk (for the disk's statistics and the timeline).
   static stripe::DiskRequest::Purpose PurposeOf(const Block& block);
@@ -172,49 +174,26 @@ class FileCache {
   // Drops b's tail mark (bytes valid from a missing granule's start) once that granule is valid.
   void ForgetCoveredTail(Block* b) const REQUIRES(mu_);
   void OnDemandHit(Block* b, LruEvents* lru) REQUIRES(mu_);
-  // Frees a buffer when the table is full: the coldest evict-first block, else the LRU tail.
-  // False when every buffer is held or in flight (a demand miss then overshoots and the
-  // manager's next round gives one back; read-ahead and warm-up wait).
-  bool MakeRoomFromUnheld() REQUIRES(mu_);
   void DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
   void DropBlocks(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
-  uint32_t DiskOf(uint64_t ino, uint64_t index) const;
 
-  // ---- The manager's buffer operations (TipManager calls them holding its mu_, then mu_) ----
-  enum class Purpose { kHinted, kReadahead, kWarmup };
-  // The one way a prefetch leaves the manager: a new block in flight for `purpose`, queued for
-  // submission (DrainIssues), or nullptr when the block's disk has its share of prefetches in
-  // flight or the table is full (the caller makes room first). REQUIRES: the block is absent.
+  // CacheBuffers' two operations that need the data path's fetches (cache_buffers.h).
   Block* IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose, uint64_t file_size,
-                       int64_t now) REQUIRES(mu_);
-  bool DiskHasRoom(uint32_t disk) const REQUIRES(mu_);
-  bool AnyDiskHasRoom() const REQUIRES(mu_);
-  bool AnyDiskHasRoomLocked() const EXCLUDES(mu_);  // the same, taking mu_
-  void PlaceUnheld(Block* b) REQUIRES(mu_);
-  void EvictBlock(Block* b) REQUIRES(mu_);
+                       int64_t now) override REQUIRES(mu_);
+  void DrainIssues() override EXCLUDES(mu_);
 
-  // Constant after construction.
+  // Constant after construction (the block size, the disk count and the layout are
+  // CacheBuffers').
   stripe::StripedIo* const io_;
   Clock* const clock_;
-  const uint32_t block_size_;
   const uint32_t granule_bytes_;
-  const uint32_t disk_count_;
 
-  // Protected by mu_. Lock order: TipManager::mu_, then mu_, then the Clock's own mutex
-  // (NowNanos under mu_); a PendingRead's mu is never taken with mu_ held; mu_ is never held
-  // across StripedIo calls, waits, or callers' callbacks.
-  mutable Mutex mu_;
+  // Protected by mu_ (CacheBuffers' lock, which also guards the block table, the capacity, the
+  // per-disk prefetch counts and the data path's counters).
   CacheOptions options_ GUARDED_BY(mu_);
-  uint64_t capacity_blocks_ GUARDED_BY(mu_);
-  BlockTable table_ GUARDED_BY(mu_);
-  // Prefetches in flight per disk, plus kFailedDiskPrefetches while the disk's reads fail: every
-  // prefetch decision compares this with max_prefetches_per_disk, so a failing disk looks full.
-  std::vector<uint32_t> disk_prefetches_ GUARDED_BY(mu_);
   std::vector<bool> disk_reads_failing_ GUARDED_BY(mu_);
   static constexpr uint32_t kFailedDiskPrefetches = 1u << 30;
   uint64_t fetches_in_flight_ GUARDED_BY(mu_) = 0;
-  // The data path's counter fields; gauges are filled in by Stats().
-  CacheStats counters_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Fetch>> issue_demand_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Fetch>> issue_prefetch_ GUARDED_BY(mu_);
   CondVar idle_cv_;  // signalled when fetches_in_flight_ drops to 0

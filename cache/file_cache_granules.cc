@@ -87,7 +87,7 @@ std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool pr
   if (f->timed) manager_->events()->RecordDriver(clock_->ThreadCpuNanos() - cpu0, 0);
   f->self = f;
   if (prefetch) {
-    ++disk_prefetches_[f->disk];
+    AdjustDiskPrefetches(f->disk, 1);
     issue_prefetch_.push_back(f);
   } else {
     issue_demand_.push_back(f);

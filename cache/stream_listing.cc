@@ -1,17 +1,14 @@
 // TipManager::ListStreams: the hint streams as `tipfs stats --streams` shows them.
 #include <algorithm>
 
-#include "cache/file_cache.h"
 #include "cache/tip_manager.h"
 #include "cache/tip_model.h"
 
 namespace tipfs::cache {
 
-std::vector<StreamSummary> FileCache::ListStreams() const { return manager_->ListStreams(); }
-
 std::vector<StreamSummary> TipManager::ListStreams() const {
   MutexLock lock(&mu_);
-  MutexLock table_lock(&cache_->mu_);
+  MutexLock table_lock(buffers_->mu());
   std::vector<StreamSummary> out;
   for (const bool warmup : {false, true}) {
     for (const auto& [id, stream] : warmup ? warmups_ : streams_) {
@@ -28,7 +25,7 @@ std::vector<StreamSummary> TipManager::ListStreams() const {
       summary.blocks_consumed = s.blocks_consumed;
       summary.blocks_prefetched = s.blocks_prefetched;
       summary.horizon = std::min(PrefetchHorizon(events_.MeanDiskNanos(), AppNanos(&s)),
-                                 static_cast<double>(cache_->capacity_blocks_));
+                                 static_cast<double>(buffers_->capacity_blocks()));
       out.push_back(summary);
     }
   }

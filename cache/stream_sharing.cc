@@ -5,7 +5,6 @@
 // FileCache::mu_ (REQUIRES: both held) except the public entry points, which take them.
 #include <algorithm>
 
-#include "cache/file_cache.h"
 #include "cache/tip_manager.h"
 
 namespace tipfs::cache {

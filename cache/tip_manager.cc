@@ -19,7 +19,6 @@
 #include <cmath>
 #include <limits>
 
-#include "cache/file_cache.h"
 #include "util/perf_context.h"
 
 namespace tipfs::cache {
@@ -46,9 +45,9 @@ constexpr double kBeyondHorizonAccuracy = 0.9;
 
 }  // namespace
 
-TipManager::TipManager(FileCache* cache, Clock* clock, uint32_t block_size, uint32_t disk_count,
-                       const CacheOptions& options)
-    : cache_(cache),
+TipManager::TipManager(CacheBuffers* buffers, Clock* clock, uint32_t block_size,
+                       uint32_t disk_count, const CacheOptions& options)
+    : buffers_(buffers),
       clock_(clock),
       block_size_(block_size),
       disk_count_(disk_count),
@@ -85,12 +84,14 @@ void TipManager::Wake() {
   }
 }
 
-void TipManager::WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now) {
-  // Every unhinted read and completion comes here: with nothing to prefetch this is two atomic
-  // loads and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
+void TipManager::WakeIfUseful(bool over_capacity, int64_t now) {
+  // Every unhinted read and completion comes here: with nothing to prefetch this is one atomic
+  // load and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
   if (over_capacity) return Wake();
   if (!has_work_.load(std::memory_order_acquire)) return;
-  if (prefetch_room || now >= retire_due_ns_.load(std::memory_order_relaxed)) Wake();
+  if (buffers_->AnyDiskHasRoomNow() || now >= retire_due_ns_.load(std::memory_order_relaxed)) {
+    Wake();
+  }
 }
 
 void TipManager::PublishWork() {
@@ -129,7 +130,7 @@ void TipManager::RunRound() {
   rounds_.fetch_add(1, std::memory_order_relaxed);
   {
     MutexLock lock(&mu_);
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     const int64_t now = clock_->NowNanos();
     if (now - last_idle_check_ns_ >= kNanosPerSecond) {
       last_idle_check_ns_ = now;
@@ -141,16 +142,16 @@ void TipManager::RunRound() {
   // One decision per hold of the locks, so a read's consumption waits for one at most.
   for (int decision = 0; decision < kMaxDecisionsPerRound; ++decision) {
     MutexLock lock(&mu_);
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     if (!DecideOnce()) break;
   }
   {
     MutexLock lock(&mu_);
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     if (!options_.hints_ignored) RunWarmups(clock_->NowNanos());
     PublishWork();
   }
-  cache_->DrainIssues();
+  buffers_->DrainIssues();
 }
 
 // ---- Estimates ----------------------------------------------------------------------------
@@ -218,12 +219,12 @@ double TipManager::QueueDistance(size_t index, uint32_t disk) const {
   // completes after about (q + 1) T_disk, so it is due when x T_app <= (q + 1) T_disk, i.e. when
   // x / (q + 1) <= P (CacheOptions::queue_aware_horizon). Reads of one stream that fall unevenly
   // on the disks thus go deeper exactly where they queue.
-  return x / static_cast<double>(cache_->disk_prefetches_[disk] + 1);
+  return x / static_cast<double>(buffers_->PrefetchesInFlight(disk) + 1);
 }
 
 double TipManager::Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const {
   const HintedAccess& a = s->at(index);
-  const uint32_t disk = cache_->DiskOf(a.ino, a.block);
+  const uint32_t disk = buffers_->DiskOf(a.ino, a.block);
   const double t_disk = events_.DiskNanos(disk);
   const double t_app = AppNanos(s);
   double benefit = PrefetchBenefit(t_disk, t_app, index + 1);
@@ -245,7 +246,7 @@ double TipManager::Benefit(HintStream* s, size_t index, int64_t now, bool* beyon
   // on data the child did not get) and sources below kBeyondHorizonAccuracy stop at P.
   const bool may_go_beyond = a.source != HintSource::kSpeculativeTainted &&
                              Accuracy(s->owner(), a.source) >= kBeyondHorizonAccuracy;
-  if (queued_due || (benefit == 0 && may_go_beyond && cache_->disk_prefetches_[disk] == 0 &&
+  if (queued_due || (benefit == 0 && may_go_beyond && buffers_->PrefetchesInFlight(disk) == 0 &&
                      ArrayIsTheBottleneck(horizon))) {
     // Beyond the horizon, on a disk that would otherwise idle (beyond the paper, for arrays):
     // the reads of one stream fall unevenly on the disks, so a disk that is locally ahead will be
@@ -262,18 +263,18 @@ double TipManager::Benefit(HintStream* s, size_t index, int64_t now, bool* beyon
 }
 
 double TipManager::LruCostRate(int64_t now) const {
-  if (cache_->table_.lru_size() == 0) return kInfinity;
+  if (buffers_->lru_blocks() == 0) return kInfinity;
   // (H(n) - H(n-1)) * (T_miss - T_hit) per LRU access, times LRU accesses per second, is the
   // marginal hits per second times T_driver + T_disk.
-  const double hits_per_second = events_.LruMarginalHitsPerSecond(now, cache_->table_.tail_count(),
-                                                                  cache_->table_.tail_window());
+  const double hits_per_second = events_.LruMarginalHitsPerSecond(now, buffers_->lru_tail_count(),
+                                                                  buffers_->lru_tail_window());
   return hits_per_second * (events_.DriverNanos() + events_.MeanDiskNanos());
 }
 
 double TipManager::LruGrowthCostRate(int64_t now) const {
   // The ghost half of LruCostRate: the hits per second one more LRU buffer would add.
   const double hits_per_second =
-      events_.LruMarginalHitsPerSecond(now, 0, cache_->table_.tail_window());
+      events_.LruMarginalHitsPerSecond(now, 0, buffers_->lru_tail_window());
   return hits_per_second * (events_.DriverNanos() + events_.MeanDiskNanos());
 }
 
@@ -288,7 +289,7 @@ TipManager::Ejection TipManager::CheapestEjection(const HintStream* exclude, int
     for (size_t i = end; i-- > 0 && scanned < kEjectScan; ++scanned) {
       const HintedAccess& a = s->at(i);
       if (a.state != HintedAccess::State::kHeld) continue;
-      const Block* b = cache_->table_.Find(a.ino, a.block);
+      const Block* b = buffers_->FindBlock(a.ino, a.block);
       if (b == nullptr || b->id != a.block_id || !b->valid() || b->hint_refs != 1) continue;
       // The block needed furthest ahead is the stream's cheapest: cost falls with y.
       const double cost =
@@ -306,13 +307,12 @@ TipManager::Ejection TipManager::CheapestEjection(const HintStream* exclude, int
 void TipManager::Hold(HintedAccess* a, Block* b) {
   a->state = HintedAccess::State::kHeld;
   a->block_id = b->id;
-  if (b->hint_refs++ == 0) cache_->table_.Unqueue(b);
-  b->evict_first = false;
+  buffers_->AddHintRef(b);
 }
 
 void TipManager::ReleaseHold(const HintedAccess& a, Release how) {
   if (a.state != HintedAccess::State::kHeld) return;
-  Block* b = cache_->table_.Find(a.ino, a.block);
+  Block* b = buffers_->FindBlock(a.ino, a.block);
   if (b == nullptr || b->id != a.block_id || b->hint_refs == 0) return;
   if (--b->hint_refs > 0) return;
   if (how != Release::kConsumed && b->origin == BlockOrigin::kHinted && !b->used) {
@@ -329,7 +329,7 @@ void TipManager::ReleaseHold(const HintedAccess& a, Release how) {
       a.source != HintSource::kWarmup) {
     b->evict_first = true;
   }
-  if (b->valid()) cache_->PlaceUnheld(b);
+  if (b->valid()) buffers_->PlaceUnheld(b);
 }
 
 void TipManager::Eject(const Ejection& e) {
@@ -340,31 +340,31 @@ void TipManager::Eject(const Ejection& e) {
     e.stream->kept_by_reuse.erase({it->second.reuse_at, e.key});
     e.stream->kept.erase(it);
     ++counters_.hinted_ejected;
-    Block* b = cache_->table_.Find(e.key.first, e.key.second);
+    Block* b = buffers_->FindBlock(e.key.first, e.key.second);
     if (b != nullptr && b->id == block_id && b->hint_refs > 0 && --b->hint_refs == 0) {
-      cache_->EvictBlock(b);
+      buffers_->EvictBlock(b);
     }
     return;
   }
   HintedAccess& a = e.stream->at(e.index);
-  Block* b = cache_->table_.Find(a.ino, a.block);
+  Block* b = buffers_->FindBlock(a.ino, a.block);
   a.state = HintedAccess::State::kPending;
   a.block_id = 0;
   e.stream->RewindCursor(e.index);
   ++counters_.hinted_ejected;
-  if (b != nullptr && b->hint_refs > 0 && --b->hint_refs == 0) cache_->EvictBlock(b);
+  if (b != nullptr && b->hint_refs > 0 && --b->hint_refs == 0) buffers_->EvictBlock(b);
 }
 
 bool TipManager::FreeOneBuffer(const HintStream* exclude, int64_t now) {
-  if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
-    cache_->EvictBlock(b);
-  } else if (Block* lru = cache_->table_.LruColdest(); lru != nullptr) {
+  if (Block* b = buffers_->EvictFirstColdest(); b != nullptr) {
+    buffers_->EvictBlock(b);
+  } else if (Block* lru = buffers_->LruColdest(); lru != nullptr) {
     // A block kept for a reuse far ahead may be worth less than the LRU's coldest (TIP compares
     // the two); a hinted block inside a window stays behind the LRU, as before.
     if (Ejection kept = CheapestKept(now); kept.stream != nullptr && kept.cost < LruCostRate(now)) {
       Eject(kept);
     } else {
-      cache_->EvictBlock(lru);
+      buffers_->EvictBlock(lru);
     }
   } else if (Ejection e = CheapestOf(CheapestEjection(exclude, now), CheapestKept(now));
              e.stream != nullptr) {
@@ -376,19 +376,19 @@ bool TipManager::FreeOneBuffer(const HintStream* exclude, int64_t now) {
 }
 
 void TipManager::EnforceCapacity(int64_t now) {
-  while (cache_->table_.size() > cache_->capacity_blocks_ && FreeOneBuffer(nullptr, now)) {
+  while (buffers_->cached_blocks() > buffers_->capacity_blocks() && FreeOneBuffer(nullptr, now)) {
   }
 }
 
 bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
                                      bool spare_only) {
-  while (cache_->table_.size() >= cache_->capacity_blocks_) {
+  while (buffers_->cached_blocks() >= buffers_->capacity_blocks()) {
     // The comparison policy takes a buffer inside the horizon whatever it is worth elsewhere.
     if (options_.always_prefetch_hinted && !spare_only) {
       if (!FreeOneBuffer(requester, now)) return false;
       continue;
     }
-    if (Block* b = cache_->table_.EvictFirstColdest(); b != nullptr) {
+    if (Block* b = buffers_->EvictFirstColdest(); b != nullptr) {
       // Nobody wants this block, but the buffer is wanted where the LRU would grow into it:
       // its ghost hits (blocks it evicted and was asked for again) price one more buffer there.
       // Otherwise a hinted stream recycles the blocks it consumes into ever deeper prefetches
@@ -398,13 +398,13 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
         const double growth = LruGrowthCostRate(now);
         if (spare_only ? growth > 0 : !(benefit > growth)) return false;
       }
-      cache_->EvictBlock(b);
+      buffers_->EvictBlock(b);
       continue;
     }
     const double lru_cost = LruCostRate(now);
     if (spare_only) {
       if (lru_cost > 0) return false;  // LRU tail without hits, or nothing (infinite when empty)
-      cache_->EvictBlock(cache_->table_.LruColdest());
+      buffers_->EvictBlock(buffers_->LruColdest());
       continue;
     }
     // A stream may give up its own kept blocks (read again beyond its window) for a nearer
@@ -414,7 +414,7 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
     if (e.stream != nullptr && e.cost < lru_cost) {
       Eject(e);
     } else {
-      cache_->EvictBlock(cache_->table_.LruColdest());
+      buffers_->EvictBlock(buffers_->LruColdest());
     }
   }
   return true;
@@ -423,7 +423,7 @@ bool TipManager::MakeRoomForPrefetch(double benefit, const HintStream* requester
 // ---- Candidates and decisions -------------------------------------------------------------
 
 uint64_t TipManager::ExpansionBudget() const {
-  return std::max<uint64_t>(4 * cache_->capacity_blocks_, 1 << 16);
+  return std::max<uint64_t>(4 * buffers_->capacity_blocks(), 1 << 16);
 }
 
 void TipManager::ExpandStream(HintStream* s, size_t count) {
@@ -437,7 +437,7 @@ void TipManager::ExpandStream(HintStream* s, size_t count) {
 size_t TipManager::NextCandidate(HintStream* s) {
   s->AdvanceCursor();
   // A stream never holds more than the whole cache.
-  if (s->cursor() >= cache_->capacity_blocks_) return kNone;
+  if (s->cursor() >= buffers_->capacity_blocks()) return kNone;
   const double slowest_disk = events_.SlowestDiskNanos();
   // Index i is the access x = i + 1 ahead; PrefetchBenefit is 0 for x > P.
   const double horizon = std::min(PrefetchHorizon(slowest_disk, AppNanos(s)),
@@ -448,8 +448,8 @@ size_t TipManager::NextCandidate(HintStream* s) {
   // Past the horizon only idle disks are served (see Benefit), and only when there is one.
   bool any_disk_idle = false;
   if (ArrayIsTheBottleneck(PrefetchHorizon(slowest_disk, AppNanos(s)))) {
-    for (uint32_t in_flight : cache_->disk_prefetches_) {
-      any_disk_idle = any_disk_idle || in_flight == 0;
+    for (uint32_t disk = 0; disk < disk_count_; ++disk) {
+      any_disk_idle = any_disk_idle || buffers_->PrefetchesInFlight(disk) == 0;
     }
   }
   // Queued disks extend the horizon (QueueDistance): up to (max_prefetches_per_disk + 1) P.
@@ -469,20 +469,20 @@ size_t TipManager::NextCandidate(HintStream* s) {
   size_t first_beyond = kNone;
   for (size_t i = s->cursor(); i < limit; ++i) {
     HintedAccess& a = s->at(i);
-    const uint32_t disk = cache_->DiskOf(a.ino, a.block);
+    const uint32_t disk = buffers_->DiskOf(a.ino, a.block);
     const bool due = QueueDistance(i, disk) <= PrefetchHorizon(events_.DiskNanos(disk), t_app);
-    if (i >= end && !due && cache_->disk_prefetches_[disk] != 0) continue;
+    if (i >= end && !due && buffers_->PrefetchesInFlight(disk) != 0) continue;
     if (a.state != HintedAccess::State::kPending) continue;
     if (a.block * block_size_ >= a.file_size) {
       a.state = HintedAccess::State::kDone;
       continue;
     }
-    if (Block* b = cache_->table_.Find(a.ino, a.block); b != nullptr) {
+    if (Block* b = buffers_->FindBlock(a.ino, a.block); b != nullptr) {
       Hold(&a, b);  // cached or on its way already: no buffer and no I/O to decide about
       HandOverKept(s, a, b);
       continue;
     }
-    if (!cache_->DiskHasRoom(disk)) continue;
+    if (!buffers_->DiskHasRoom(disk)) continue;
     if (due || !options_.queue_aware_horizon) {  // without it, exactly the first, as before
       s->AdvanceCursor();
       return i;
@@ -497,7 +497,7 @@ bool TipManager::DecideOnce() {
   if (options_.hints_ignored) return false;
   // Nothing can be issued while every disk has its share of prefetches: the next completion
   // wakes the manager again.
-  if (!cache_->AnyDiskHasRoom()) return false;
+  if (!buffers_->AnyDiskHasRoom()) return false;
   const int64_t now = clock_->NowNanos();
   HintStream* best = nullptr;
   size_t best_index = 0;
@@ -525,21 +525,22 @@ bool TipManager::DecideOnce() {
   // the horizons (a block fetched beyond one and ejected again cost its disk a fetch).
   if (best_beyond_horizon) {
     const uint64_t hinted =
-        cache_->table_.size() - cache_->table_.lru_size() - cache_->table_.evict_first_size() + 1;
-    const double capacity = static_cast<double>(cache_->capacity_blocks_);
+        buffers_->cached_blocks() - buffers_->lru_blocks() - buffers_->evict_first_blocks() + 1;
+    const double capacity = static_cast<double>(buffers_->capacity_blocks());
     double horizons = 0;
     for (const auto& [id, stream] : streams_) {
       horizons +=
           std::min(capacity, PrefetchHorizon(events_.SlowestDiskNanos(), AppNanos(stream.get())));
     }
-    if (2 * hinted > cache_->capacity_blocks_ ||
+    if (2 * hinted > buffers_->capacity_blocks() ||
         static_cast<double>(hinted) + horizons > capacity) {
       return false;
     }
   }
   if (!MakeRoomForPrefetch(best_benefit, best, now, best_beyond_horizon)) return false;
   HintedAccess& a = best->at(best_index);
-  Block* b = cache_->IssuePrefetch(a.ino, a.block, FileCache::Purpose::kHinted, a.file_size, now);
+  Block* b =
+      buffers_->IssuePrefetch(a.ino, a.block, CacheBuffers::Purpose::kHinted, a.file_size, now);
   if (b == nullptr) return false;
   b->hint_source = static_cast<uint8_t>(a.source);
   Hold(&a, b);
@@ -564,9 +565,9 @@ void TipManager::RunReadahead(int64_t now) {
           std::min(run->last_block + window, (run->file_size - 1) / block_size_);
       uint64_t index = std::max(run->ra_next, run->last_block + 1);
       for (; index <= target; ++index) {
-        if (cache_->table_.Find(run->ino, index) != nullptr) continue;
-        const uint32_t disk = cache_->DiskOf(run->ino, index);
-        if (!cache_->DiskHasRoom(disk)) break;
+        if (buffers_->FindBlock(run->ino, index) != nullptr) continue;
+        const uint32_t disk = buffers_->DiskOf(run->ino, index);
+        if (!buffers_->DiskHasRoom(disk)) break;
         // Read-ahead is one more estimator of future accesses (TIP2): the block index - last
         // ahead is valued as a hinted one that far ahead, discounted by how often read-ahead
         // blocks were read, and bought like one (MakeRoomForPrefetch); past the reader's
@@ -574,8 +575,8 @@ void TipManager::RunReadahead(int64_t now) {
         // worth, read-ahead pushed a re-reader's working set out (ReadaheadCompetesWithTheLru).
         const double benefit = ReadaheadBenefit(tgid, disk, index - run->last_block);
         if (!MakeRoomForPrefetch(benefit, nullptr, now, /*spare_only=*/benefit == 0)) break;
-        if (cache_->IssuePrefetch(run->ino, index, FileCache::Purpose::kReadahead, run->file_size,
-                                  now) == nullptr) {
+        if (buffers_->IssuePrefetch(run->ino, index, CacheBuffers::Purpose::kReadahead,
+                                    run->file_size, now) == nullptr) {
           break;
         }
       }
@@ -590,8 +591,8 @@ double TipManager::ReadaheadBenefit(uint32_t tgid, uint32_t disk, uint64_t x) co
   const double t_app =
       std::max(kMinAppNanos, events_.CpuNanos(tgid) + events_.HitNanos() + events_.DriverNanos());
   // Read-ahead's accuracy: its blocks read over those issued, from a prior of 8 read ones.
-  const double accuracy = (static_cast<double>(cache_->counters_.readahead_hits) + 8.0) /
-                          (static_cast<double>(cache_->counters_.readahead_issued) + 8.0);
+  const double accuracy = (static_cast<double>(buffers_->readahead_hits()) + 8.0) /
+                          (static_cast<double>(buffers_->readahead_issued()) + 8.0);
   // The reader's rate: as a hinter before its consumption is measured, one that stalls on every
   // block would run (AccessRate), so read-ahead never outbids what a proven reader hits.
   const double rate = 1e9 / (t_app + events_.MeanDiskNanos());
@@ -602,7 +603,7 @@ double TipManager::ReadaheadBenefit(uint32_t tgid, uint32_t disk, uint64_t x) co
 
 void TipManager::SetOptions(const CacheOptions& options) {
   MutexLock lock(&mu_);
-  MutexLock table_lock(&cache_->mu_);
+  MutexLock table_lock(buffers_->mu());
   const bool drop_hints = options.hints_ignored && !options_.hints_ignored;
   options_ = options;
   if (drop_hints) {
@@ -615,7 +616,7 @@ void TipManager::SetOptions(const CacheOptions& options) {
 
 void TipManager::FillStats(CacheStats* stats) const {
   MutexLock lock(&mu_);
-  MutexLock table_lock(&cache_->mu_);
+  MutexLock table_lock(buffers_->mu());
   const int64_t now = clock_->NowNanos();
   stats->hint_calls = counters_.hint_calls;
   stats->hints_refused = counters_.hints_refused;
@@ -647,7 +648,7 @@ void TipManager::FillStats(CacheStats* stats) const {
     t_app = kInfinity;
     for (const auto& [id, s] : streams_) t_app = std::min(t_app, AppNanos(s.get()));
   }
-  const double capacity = static_cast<double>(cache_->capacity_blocks_);
+  const double capacity = static_cast<double>(buffers_->capacity_blocks());
   stats->prefetch_horizon = std::min(PrefetchHorizon(mean_disk, t_app), capacity);
   for (const DiskServiceEstimator& d : events_.DiskEstimators()) {
     CacheStats::DiskEstimate e;
@@ -661,7 +662,7 @@ void TipManager::FillStats(CacheStats* stats) const {
     stats->disk_estimates.push_back(e);
   }
   stats->lru_marginal_hit_ratio =
-      events_.LruMarginalHitRatio(now, cache_->table_.tail_count(), cache_->table_.tail_window());
+      events_.LruMarginalHitRatio(now, buffers_->lru_tail_count(), buffers_->lru_tail_window());
 }
 
 }  // namespace tipfs::cache

@@ -4,20 +4,23 @@
 // buffers: which hinted or read-ahead block to prefetch, which buffer to take for it, which
 // hinted block to give up. The data path (FileCache) owns blocks, buffers and fetches; it never
 // runs a decision. It records what it measures in TipEvents, consumes hints synchronously
-// through OnDemandRead, and calls WakeIfUseful(), which is wait-free.
+// through OnDemandRead, and calls WakeIfUseful(), which is wait-free. The manager sees the data
+// path only through CacheBuffers (cache/cache_buffers.h): block lookups, holds, evictions,
+// capacity and occupancy, room per disk, IssuePrefetch.
 //
 // Decisions run on the manager's own thread (CacheOptions::manager_thread), woken by hints,
 // cancels, and by reads and completions when a round could decide something; or, for deterministic
 // tests on a FakeClock, inline on the thread whose call woke the manager, after that call has
 // released the data path's locks. Prefetches leave the manager only through
-// FileCache::IssuePrefetch.
+// CacheBuffers::IssuePrefetch.
 //
 // Locks, outermost first (docs/DESIGN.md "The cache's two halves"):
-//   TipManager::mu_   streams, owners, caps, accuracy, read-ahead runs, counters. Held for one
-//                     decision (not a whole round), for a hint call, or for the O(1)-per-block
-//                     consumption of one read, so a read waits for at most one decision.
-//   FileCache::mu_    the block table; the manager takes it inside mu_, never the reverse.
-//   TipEvents::mu_    a leaf.
+//   TipManager::mu_     streams, owners, caps, accuracy, read-ahead runs, counters. Held for one
+//                       decision (not a whole round), for a hint call, or for the O(1)-per-block
+//                       consumption of one read, so a read waits for at most one decision.
+//   CacheBuffers::mu()  (FileCache::mu_) the block table; the manager takes it inside mu_,
+//                       never the reverse.
+//   TipEvents::mu_      a leaf.
 // Nothing is locked across a disk submission, a wait or a caller's callback.
 #pragma once
 
@@ -33,8 +36,8 @@
 #include <vector>
 
 #include "cache/block_table.h"
+#include "cache/cache_buffers.h"
 #include "cache/cache_types.h"
-#include "cache/file_cache.h"
 #include "cache/hint_stream.h"
 #include "cache/tip_events.h"
 #include "cache/tip_model.h"
@@ -46,9 +49,9 @@ namespace tipfs::cache {
 
 class TipManager {
  public:
-  // REQUIRES: cache and clock outlive the manager. Start() starts the thread (when
+  // REQUIRES: buffers and clock outlive the manager. Start() starts the thread (when
   // options.manager_thread); the destructor stops it.
-  TipManager(FileCache* cache, Clock* clock, uint32_t block_size, uint32_t disk_count,
+  TipManager(CacheBuffers* buffers, Clock* clock, uint32_t block_size, uint32_t disk_count,
              const CacheOptions& options);
   ~TipManager();
   TipManager(const TipManager&) = delete;
@@ -65,25 +68,23 @@ class TipManager {
   // After a read or a completion: wakes the manager only when a round could decide something
   // (docs/DESIGN.md "When the manager runs"): the table is over capacity (a demand miss found
   // every buffer held or in flight), or there is prefetch work (a hint stream, a warm-up, a
-  // read-ahead run wanting blocks) and a disk with room for a prefetch or idle streams due for
-  // retirement. `over_capacity` and `prefetch_room` are the table's, read under FileCache::mu_.
-  // Wait-free: atomic loads, then Wake().
-  void WakeIfUseful(bool over_capacity, bool prefetch_room, int64_t now);
-  // Whether there is prefetch work (the flag WakeIfUseful reads first), so that the data path
-  // looks for a disk with room only when the answer can matter. Wait-free.
-  bool HasPrefetchWork() const { return has_work_.load(std::memory_order_acquire); }
+  // read-ahead run wanting blocks) and a disk with room for a prefetch
+  // (CacheBuffers::AnyDiskHasRoomNow, read only when there is work) or idle streams due for
+  // retirement. `over_capacity` is the table's, read under CacheBuffers::mu(). Wait-free: atomic
+  // loads, then Wake(); the caller holds no lock for it.
+  void WakeIfUseful(bool over_capacity, int64_t now);
   // In inline mode, runs the rounds that Wake() asked for on this thread (no-op with a thread,
   // and when this thread is already inside a round). REQUIRES: no cache lock held.
   void RunIfInline();
   // A demand read by `tgid` of [offset, offset + length) of `ino`, after the data path looked
   // its blocks up: consumes the hinted accesses it matches (releasing their holds) and feeds the
-  // process's read-ahead run. REQUIRES: FileCache::mu_ not held.
+  // process's read-ahead run. REQUIRES: CacheBuffers::mu() not held.
   void OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                     uint64_t file_size, int64_t now);
   // A read by a speculating process: its range becomes a speculative hint.
   void OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                          uint64_t file_size, int64_t now);
-  // The file is going away: its hinted accesses are dropped. REQUIRES: FileCache::mu_ not held.
+  // The file is going away: its hinted accesses are dropped. REQUIRES: CacheBuffers::mu() not held.
   void DropInode(uint64_t ino);
 
   // ---- Public entry points (FileCache forwards) ----
@@ -146,76 +147,78 @@ class TipManager {
   void PublishWork() REQUIRES(mu_);
   void RunRound() EXCLUDES(mu_);
   // One decision: true when it issued or gave up something, so another may follow.
-  bool DecideOnce() REQUIRES(mu_, cache_->mu_);
+  bool DecideOnce() REQUIRES(mu_, buffers_->mu());
 
-  // All below run with mu_ and FileCache::mu_ held, unless said otherwise.
+  // All below run with mu_ and CacheBuffers::mu() held, unless said otherwise.
   double AppNanos(const HintStream* s) const
-      REQUIRES(mu_, cache_->mu_);  // T_cpu + T_hit + T_driver of its reader
+      REQUIRES(mu_, buffers_->mu());  // T_cpu + T_hit + T_driver of its reader
   double AccessRate(const HintStream* s, int64_t now) const
-      REQUIRES(mu_, cache_->mu_);  // accesses per second (TIP2)
+      REQUIRES(mu_, buffers_->mu());  // accesses per second (TIP2)
   // Whether a stream with this horizon is limited by the disks (prefetch_idle_disks applies).
-  bool ArrayIsTheBottleneck(double horizon) const REQUIRES(mu_, cache_->mu_);
+  bool ArrayIsTheBottleneck(double horizon) const REQUIRES(mu_, buffers_->mu());
   // Access `index`'s distance x = index + 1 per fetch queued on `disk`, counting its own:
   // x / (q + 1) (x without queue_aware_horizon). It is due when this is <= P.
-  double QueueDistance(size_t index, uint32_t disk) const REQUIRES(mu_, cache_->mu_);
+  double QueueDistance(size_t index, uint32_t disk) const REQUIRES(mu_, buffers_->mu());
   // *beyond_horizon: the access is past its horizon, valued for an idle disk (see the .cc).
   double Benefit(HintStream* s, size_t index, int64_t now, bool* beyond_horizon) const
-      REQUIRES(mu_, cache_->mu_);
-  double LruCostRate(int64_t now) const REQUIRES(mu_, cache_->mu_);
-  double LruGrowthCostRate(int64_t now) const REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
+  double LruCostRate(int64_t now) const REQUIRES(mu_, buffers_->mu());
+  double LruGrowthCostRate(int64_t now) const REQUIRES(mu_, buffers_->mu());
   Ejection CheapestEjection(const HintStream* exclude, int64_t now) const
-      REQUIRES(mu_, cache_->mu_);
-  void Eject(const Ejection& e) REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
+  void Eject(const Ejection& e) REQUIRES(mu_, buffers_->mu());
   // Informed caching beyond the lookahead window (tip_reuse.cc). After `s` consumed `a`: keeps
   // its block, now held by no hint, when the stream discloses that it reads the block again.
-  void KeepForReuse(HintStream* s, const HintedAccess& a) REQUIRES(mu_, cache_->mu_);
+  void KeepForReuse(HintStream* s, const HintedAccess& a) REQUIRES(mu_, buffers_->mu());
   // The stream's window has reached the kept block `b` and holds it (or the block kept is gone):
   // the keeping ends, the window's hold takes its place.
   void HandOverKept(HintStream* s, const HintedAccess& a, const Block* b)
-      REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
   // Ends the keeping of `key` by `s` (its reuse was read or dropped); the block goes to the
   // evict-first queue when nothing else holds it.
-  void ReleaseKept(HintStream* s, const HintStream::BlockKeyPair& key) REQUIRES(mu_, cache_->mu_);
+  void ReleaseKept(HintStream* s, const HintStream::BlockKeyPair& key)
+      REQUIRES(mu_, buffers_->mu());
   // After accesses of `s` were consumed or dropped: releases what they kept or what is no longer
   // disclosed (`all`: check every kept block, after segments were dropped unexpanded).
-  void ReviewKept(HintStream* s, const StreamRelease& release, bool all) REQUIRES(mu_, cache_->mu_);
+  void ReviewKept(HintStream* s, const StreamRelease& release, bool all)
+      REQUIRES(mu_, buffers_->mu());
   // The cheapest kept block of any stream to give up, valued as TIP values a hinted block at its
   // distance y: EjectCost(y) x accuracy x the stream's access rate. Drops stale entries.
-  Ejection CheapestKept(int64_t now) REQUIRES(mu_, cache_->mu_);
+  Ejection CheapestKept(int64_t now) REQUIRES(mu_, buffers_->mu());
   static Ejection CheapestOf(const Ejection& a, const Ejection& b) {
     return b.cost < a.cost ? b : a;
   }
   // Frees one buffer: the coldest evict-first block, else the LRU's coldest, else the cheapest
   // hinted block of a stream other than `exclude`. False when every buffer is in flight.
-  bool FreeOneBuffer(const HintStream* exclude, int64_t now) REQUIRES(mu_, cache_->mu_);
+  bool FreeOneBuffer(const HintStream* exclude, int64_t now) REQUIRES(mu_, buffers_->mu());
   // `spare_only`: take only a free buffer, an evict-first block or an LRU tail without marginal
   // hits (for prefetches beyond the horizon on idle disks).
   bool MakeRoomForPrefetch(double benefit, const HintStream* requester, int64_t now,
-                           bool spare_only) REQUIRES(mu_, cache_->mu_);
+                           bool spare_only) REQUIRES(mu_, buffers_->mu());
   // Gives up buffers until the table is within capacity (a demand read may overshoot).
-  void EnforceCapacity(int64_t now) REQUIRES(mu_, cache_->mu_);
-  size_t NextCandidate(HintStream* s) REQUIRES(mu_, cache_->mu_);
-  void ExpandStream(HintStream* s, size_t count) REQUIRES(mu_, cache_->mu_);
-  uint64_t ExpansionBudget() const REQUIRES(mu_, cache_->mu_);
-  void Hold(HintedAccess* a, Block* b) REQUIRES(mu_, cache_->mu_);
-  void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, cache_->mu_);
-  void RunWarmups(int64_t now) REQUIRES(mu_, cache_->mu_);
+  void EnforceCapacity(int64_t now) REQUIRES(mu_, buffers_->mu());
+  size_t NextCandidate(HintStream* s) REQUIRES(mu_, buffers_->mu());
+  void ExpandStream(HintStream* s, size_t count) REQUIRES(mu_, buffers_->mu());
+  uint64_t ExpansionBudget() const REQUIRES(mu_, buffers_->mu());
+  void Hold(HintedAccess* a, Block* b) REQUIRES(mu_, buffers_->mu());
+  void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, buffers_->mu());
+  void RunWarmups(int64_t now) REQUIRES(mu_, buffers_->mu());
   // Issues what the wanted read-ahead runs want; sets readahead_wanted_.
-  void RunReadahead(int64_t now) REQUIRES(mu_, cache_->mu_);
+  void RunReadahead(int64_t now) REQUIRES(mu_, buffers_->mu());
   // What prefetching block x accesses ahead of reader `tgid`'s sequential run is worth, in the
   // currency of Benefit (0 beyond its horizon).
   double ReadaheadBenefit(uint32_t tgid, uint32_t disk, uint64_t x) const
-      REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
 
-  // Streams (tip_streams.cc). FileCache::mu_ is held too where a stream releases holds
+  // Streams (tip_streams.cc). CacheBuffers::mu() is held too where a stream releases holds
   // (MutateStream and what calls it).
   template <typename Fn>
-  void MutateStream(HintStream* s, Release how, Fn fn) REQUIRES(mu_, cache_->mu_);
+  void MutateStream(HintStream* s, Release how, Fn fn) REQUIRES(mu_, buffers_->mu());
   // The same for callers outside tip_streams.cc, where the template is defined.
   void MutateStreamWith(HintStream* s, Release how, const std::function<void(StreamRelease*)>& fn)
-      REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
   void ApplyRelease(HintStream* s, StreamRelease* release, Release dropped_as)
-      REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
   // The part of `segments` (tainted speculative hints of an owner with `owner_tainted` bytes
   // outstanding) that fits the tainted budgets; counts what is trimmed.
   std::vector<HintSegment> TrimToTaintedBudget(uint64_t owner_tainted,
@@ -223,8 +226,8 @@ class TipManager {
       REQUIRES(mu_);
   Status AppendHints(uint64_t stream, uint32_t owner, HintSource source, uint32_t epoch,
                      const std::vector<HintSegment>& segments, int64_t now) REQUIRES(mu_);
-  void DeleteStream(uint64_t id, bool warmup, Release how) REQUIRES(mu_, cache_->mu_);
-  void RetireIdleStreams(int64_t now) REQUIRES(mu_, cache_->mu_);
+  void DeleteStream(uint64_t id, bool warmup, Release how) REQUIRES(mu_, buffers_->mu());
+  void RetireIdleStreams(int64_t now) REQUIRES(mu_, buffers_->mu());
   // The first byte in [start, end) of `ino` whose block some stream of `owner` other than
   // `except` holds outstanding (`held`), or holds not (!`held`); `end` if none. A speculating
   // child and the replay of the last run (history) disclose the same reads, and a read hinted
@@ -232,11 +235,11 @@ class TipManager {
   uint64_t FirstBlockHeldElsewhere(uint32_t owner, uint64_t except, uint64_t ino, uint64_t start,
                                    uint64_t end, bool held) const REQUIRES(mu_);
   bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now)
-      REQUIRES(mu_, cache_->mu_);
+      REQUIRES(mu_, buffers_->mu());
   // Stream sharing (stream_sharing.cc). The shared streams of the reader itself and of
   // ctx.shared_owner, matched in any order.
   bool MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
-                          int64_t now) REQUIRES(mu_, cache_->mu_);
+                          int64_t now) REQUIRES(mu_, buffers_->mu());
   bool IsShared(uint64_t stream) const REQUIRES(mu_) {
     return !shared_streams_.empty() && shared_streams_.contains(stream);  // no hash when unused
   }
@@ -251,7 +254,7 @@ class TipManager {
                 bool matched, int64_t now) REQUIRES(mu_);
 
   // Constant after construction.
-  FileCache* const cache_;
+  CacheBuffers* const buffers_;  // the data path, as far as the manager may touch it
   Clock* const clock_;
   const uint32_t block_size_;
   const uint32_t disk_count_;

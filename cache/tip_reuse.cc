@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "cache/file_cache.h"
 #include "cache/tip_manager.h"
 
 namespace tipfs::cache {
@@ -30,19 +29,17 @@ constexpr size_t kMaxReuseDistance = 4096;
 
 void TipManager::KeepForReuse(HintStream* s, const HintedAccess& a) {
   if (a.source == HintSource::kWarmup) return;  // warm-ups prefetch for whoever reads later
-  Block* b = cache_->table_.Find(a.ino, a.block);
+  Block* b = buffers_->FindBlock(a.ino, a.block);
   if (b == nullptr || b->hint_refs > 0) return;  // gone, or another hint holds it
   const HintStream::BlockKeyPair key{a.ino, a.block};
   if (s->kept.contains(key) || !s->HoldsBlock(a.ino, a.block)) return;
-  const size_t limit = std::min<size_t>(cache_->capacity_blocks_, kMaxReuseDistance);
+  const size_t limit = std::min<size_t>(buffers_->capacity_blocks(), kMaxReuseDistance);
   const size_t index = s->IndexOf(a.ino, a.block, limit);
   if (index == HintStream::kNotFound) return;
   const uint64_t reuse_at = s->popped() + index;
   s->kept.emplace(key, HintStream::KeptBlock{b->id, reuse_at, a.source});
   s->kept_by_reuse.emplace(reuse_at, key);
-  ++b->hint_refs;
-  cache_->table_.Unqueue(b);
-  b->evict_first = false;
+  buffers_->AddHintRef(b);  // hint_refs was 0: off its queue, as Hold does
   ++counters_.hinted_kept_for_reuse;
 }
 
@@ -51,7 +48,7 @@ void TipManager::HandOverKept(HintStream* s, const HintedAccess& a, const Block*
   const HintStream::BlockKeyPair key{a.ino, a.block};
   auto it = s->kept.find(key);
   if (it == s->kept.end()) return;
-  Block* kept = cache_->table_.Find(a.ino, a.block);
+  Block* kept = buffers_->FindBlock(a.ino, a.block);
   // The window's Hold took a ref of its own: give back the keeping's (never the last one).
   if (kept == b && kept->id == it->second.block_id && kept->hint_refs > 1) --kept->hint_refs;
   s->kept_by_reuse.erase({it->second.reuse_at, key});
@@ -64,12 +61,12 @@ void TipManager::ReleaseKept(HintStream* s, const HintStream::BlockKeyPair& key)
   const uint64_t block_id = it->second.block_id;
   s->kept_by_reuse.erase({it->second.reuse_at, key});
   s->kept.erase(it);
-  Block* b = cache_->table_.Find(key.first, key.second);
+  Block* b = buffers_->FindBlock(key.first, key.second);
   if (b == nullptr || b->id != block_id || b->hint_refs == 0) return;  // the data path dropped it
   if (--b->hint_refs > 0) return;
   // Read as far as anyone disclosed: first in line, as a consumed hinted block (ReleaseHold).
   b->evict_first = b->origin == BlockOrigin::kHinted;
-  if (b->valid()) cache_->PlaceUnheld(b);
+  if (b->valid()) buffers_->PlaceUnheld(b);
 }
 
 void TipManager::ReviewKept(HintStream* s, const StreamRelease& release, bool all) {
@@ -98,7 +95,7 @@ TipManager::Ejection TipManager::CheapestKept(int64_t now) {
     while (!s->kept_by_reuse.empty()) {
       const auto& [reuse_at, key] = *s->kept_by_reuse.rbegin();
       auto it = s->kept.find(key);
-      const Block* b = cache_->table_.Find(key.first, key.second);
+      const Block* b = buffers_->FindBlock(key.first, key.second);
       if (it == s->kept.end() || b == nullptr || b->id != it->second.block_id) {
         // The data path dropped the block (a write, a truncation, a failed fetch): forget it.
         if (it != s->kept.end()) s->kept.erase(it);

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cache/file_cache.h"
 #include "cache/tip_manager.h"
 
 namespace tipfs::cache {
@@ -340,7 +339,7 @@ void TipManager::OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t off
   bool matched = false;
   if (owners_.find(tgid) != owners_.end() ||
       (ctx.shared_owner != 0 && owners_.find(ctx.shared_owner) != owners_.end())) {
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     matched = MatchStreams(tgid, ino, offset, length, now) ||
               MatchSharedStreams(ctx, ino, offset, length, now);
   }
@@ -349,7 +348,7 @@ void TipManager::OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t off
 
 void TipManager::DropInode(uint64_t ino) {
   MutexLock lock(&mu_);
-  MutexLock table_lock(&cache_->mu_);
+  MutexLock table_lock(buffers_->mu());
   for (auto* map : {&streams_, &warmups_}) {
     for (auto& [id, stream] : *map) {
       HintStream* s = stream.get();
@@ -368,12 +367,12 @@ void TipManager::RunWarmups(int64_t now) {
       ExpandStream(w, w->cursor() + 1);
       if (w->cursor() >= w->expanded()) break;
       HintedAccess& a = w->at(w->cursor());
-      if (a.block * block_size_ < a.file_size && cache_->table_.Find(a.ino, a.block) == nullptr) {
+      if (a.block * block_size_ < a.file_size && buffers_->FindBlock(a.ino, a.block) == nullptr) {
         // Warm-up is prefetched in the order given, with whatever the LRU queue can spare.
-        if (!cache_->DiskHasRoom(cache_->DiskOf(a.ino, a.block))) break;
-        cache_->MakeRoomFromUnheld();
-        if (cache_->IssuePrefetch(a.ino, a.block, FileCache::Purpose::kWarmup, a.file_size, now) ==
-            nullptr) {
+        if (!buffers_->DiskHasRoom(buffers_->DiskOf(a.ino, a.block))) break;
+        buffers_->MakeRoomFromUnheld();
+        if (buffers_->IssuePrefetch(a.ino, a.block, CacheBuffers::Purpose::kWarmup, a.file_size,
+                                    now) == nullptr) {
           break;
         }
         ++w->blocks_prefetched;
@@ -395,11 +394,11 @@ void TipManager::OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_
   const uint64_t end = offset + length;
   uint64_t start = offset;
   {
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     while (start < end) {
-      const uint64_t index = start / cache_->block_size_;
-      if (cache_->table_.Find(ino, index) == nullptr) break;
-      start = (index + 1) * cache_->block_size_;
+      const uint64_t index = start / block_size_;
+      if (buffers_->FindBlock(ino, index) == nullptr) break;
+      start = (index + 1) * block_size_;
     }
   }
   auto stream = streams_.find(ctx.spec_stream);
@@ -506,7 +505,7 @@ Status TipManager::Hint(const HintBatch& batch) {
 Status TipManager::Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool tainted_only) {
   {
     MutexLock lock(&mu_);
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     for (bool warmup : {false, true}) {
       auto& map = warmup ? warmups_ : streams_;
       auto it = map.find(stream);
@@ -528,7 +527,7 @@ Status TipManager::Cancel(uint64_t stream, std::optional<uint32_t> epoch, bool t
 void TipManager::CancelProcess(uint32_t owner) {
   {
     MutexLock lock(&mu_);
-    MutexLock table_lock(&cache_->mu_);
+    MutexLock table_lock(buffers_->mu());
     auto it = owners_.find(owner);
     if (it != owners_.end()) {
       const std::vector<uint64_t> streams = it->second.streams;
@@ -542,7 +541,7 @@ void TipManager::CancelProcess(uint32_t owner) {
 
 StreamInfo TipManager::QueryStream(uint64_t stream) const {
   MutexLock lock(&mu_);
-  MutexLock table_lock(&cache_->mu_);
+  MutexLock table_lock(buffers_->mu());
   StreamInfo info;
   info.cap_bytes = options_.per_process_hint_cap_bytes;
   // Named streams (ids from 2^32 up) carry their process in the high half.
@@ -563,7 +562,7 @@ StreamInfo TipManager::QueryStream(uint64_t stream) const {
   info.blocks_consumed = s->blocks_consumed;
   info.blocks_prefetched = s->blocks_prefetched;
   info.horizon = std::min(PrefetchHorizon(events_.MeanDiskNanos(), AppNanos(s)),
-                          static_cast<double>(cache_->capacity_blocks_));
+                          static_cast<double>(buffers_->capacity_blocks()));
   return info;
 }
 
