@@ -24,14 +24,7 @@
 namespace tipfs::testing {
 namespace {
 
-class ConcurrencyTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
- protected:
-  VolumeSpec Spec() const override {
-    VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
-    return spec;
-  }
-};
+using ConcurrencyTest = DataCacheModeTest;
 
 // Four threads write interleaved 48 KiB pieces (not unit aligned, so pieces of different threads
 // share stripe units) of one file through their own descriptors.

@@ -20,13 +20,8 @@ namespace {
 
 constexpr size_t kBytes = 3 * 65536 + 100;  // spans four stripe units
 
-class MmapTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
+class MmapTest : public DataCacheModeTest {
  protected:
-  VolumeSpec Spec() const override {
-    VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
-    return spec;
-  }
   bool Direct() const { return GetParam() == "direct"; }
 
   void SetUp() override {

@@ -22,14 +22,8 @@
 namespace tipfs::testing {
 namespace {
 
-class RealProgramsTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
+class RealProgramsTest : public DataCacheModeTest {
  protected:
-  VolumeSpec Spec() const override {
-    VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
-    return spec;
-  }
-
   void SetUp() override {
     MountedTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;

@@ -15,13 +15,8 @@
 namespace tipfs::testing {
 namespace {
 
-class RoundTripsTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
+class RoundTripsTest : public DataCacheModeTest {
  protected:
-  VolumeSpec Spec() const override {
-    VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
-    return spec;
-  }
   uint64_t Counter(const std::string& name) const { return StatsCounter(*mount_, name); }
 
   // Opens "f" with `flags`, writes `bytes` when given, closes; the FLUSH requests that sent.

@@ -19,14 +19,8 @@ namespace {
 
 constexpr size_t kFileBytes = 300000;  // about 4.6 stripe units of 64 KiB: every disk holds some
 
-class UnlinkedOpenTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
+class UnlinkedOpenTest : public DataCacheModeTest {
  protected:
-  VolumeSpec Spec() const override {
-    VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
-    return spec;
-  }
-
   int ObjectsOf(uint64_t ino) const {
     int present = 0;
     for (const std::string& disk : mount_->disks()) {

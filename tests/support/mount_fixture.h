@@ -88,4 +88,15 @@ class MountedTest : public ::testing::Test {
   std::unique_ptr<TipfsMount> mount_;
 };
 
+// A MountedTest run once per data-cache mode: the parameter is the mode ("kernel", "direct"),
+// passed to the mount as --data-cache.
+class DataCacheModeTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  VolumeSpec Spec() const override {
+    VolumeSpec spec;
+    spec.mount_args = "--data-cache " + GetParam();
+    return spec;
+  }
+};
+
 }  // namespace tipfs::testing
