@@ -215,8 +215,6 @@ std::string ShellQuote(const std::string& word) {
   return out + "'";
 }
 
-// ---- backing disks ----
-
 uint64_t StatsCounter(const TipfsMount& mount, const std::string& name) {
   const std::string json = ReadFileOrDie(mount.Path(".tipfs/stats.json"));
   const std::string quoted = std::regex_replace(name, std::regex("\\."), "\\.");
@@ -227,6 +225,8 @@ uint64_t StatsCounter(const TipfsMount& mount, const std::string& name) {
   }
   return std::stoull(m[1]);
 }
+
+// ---- backing disks ----
 
 std::string ObjectPath(const std::string& disk, uint64_t ino) {
   char rel[40];
