@@ -28,7 +28,7 @@ TEST(PageCacheTest, SequentialReadsReachTheDaemonInOneMibRequests) {
   ASSERT_EQ(volume.Unmount(), "");
   ASSERT_EQ(volume.Mount(), "");  // a new superblock: nothing of f in the page cache
 
-  const uint64_t before = StatsCounter(volume, "fuse.read.ops");
+  const uint64_t before = MountCounter(volume.mountpoint(), "fuse.read.ops");
   const int fd = open(volume.Path("f").c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   std::string buffer(kMib, '\0');
@@ -38,7 +38,7 @@ TEST(PageCacheTest, SequentialReadsReachTheDaemonInOneMibRequests) {
   }
   close(fd);
   // One request per MiB read ahead; the kernel's 128 KiB default made it 64.
-  EXPECT_LE(StatsCounter(volume, "fuse.read.ops") - before, 2u * kMibs);
+  EXPECT_LE(MountCounter(volume.mountpoint(), "fuse.read.ops") - before, 2u * kMibs);
 }
 
 TEST(PageCacheTest, TheMountsDeviceIsFoundByItsUnescapedPath) {

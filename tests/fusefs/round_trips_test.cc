@@ -17,7 +17,9 @@ namespace {
 
 class RoundTripsTest : public DataCacheModeTest {
  protected:
-  uint64_t Counter(const std::string& name) const { return StatsCounter(*mount_, name); }
+  uint64_t Counter(const std::string& name) const {
+    return MountCounter(mount_->mountpoint(), name);
+  }
 
   // Opens "f" with `flags`, writes `bytes` when given, closes; the FLUSH requests that sent.
   uint64_t FlushesOfOpenClose(int flags, const std::string& bytes = "") {

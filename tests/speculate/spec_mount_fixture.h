@@ -19,6 +19,7 @@
 
 namespace tipfs::spec::testing {
 
+using tipfs::testing::MountCounter;
 using tipfs::testing::MountedTest;
 using tipfs::testing::TipfsBinary;
 using tipfs::testing::VolumeSpec;
@@ -26,14 +27,6 @@ using Environment = std::vector<std::pair<std::string, std::string>>;
 
 inline bool HaveProgram(const std::string& name) {
   return system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// A number from the mount's .tipfs/stats.json.
-inline uint64_t MountCounter(const std::string& mountpoint, const std::string& key) {
-  std::string json = ReadFile(mountpoint + "/.tipfs/stats.json");
-  size_t at = json.find("\"" + key + "\":");
-  if (at == std::string::npos) return 0;
-  return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
 }
 
 class SpecMountTest : public MountedTest {

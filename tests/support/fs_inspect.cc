@@ -20,7 +20,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -213,17 +212,6 @@ std::string ShellQuote(const std::string& word) {
     }
   }
   return out + "'";
-}
-
-uint64_t StatsCounter(const TipfsMount& mount, const std::string& name) {
-  const std::string json = ReadFileOrDie(mount.Path(".tipfs/stats.json"));
-  const std::string quoted = std::regex_replace(name, std::regex("\\."), "\\.");
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + quoted + "\":(\\d+)"))) {
-    ADD_FAILURE() << "no " << name << " in " << json;
-    return 0;
-  }
-  return std::stoull(m[1]);
 }
 
 // ---- backing disks ----

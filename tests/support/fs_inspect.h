@@ -53,10 +53,6 @@ CommandResult RunSplit(const std::string& command);
 // Quotes a word for /bin/sh.
 std::string ShellQuote(const std::string& word);
 
-// The daemon's counter `name` ("fuse.read.ops") from the mount's .tipfs/stats.json; 0 and a
-// test failure when it is not there.
-uint64_t StatsCounter(const TipfsMount& mount, const std::string& name);
-
 // ---- backing disks ----
 
 // <disk>/objects/<ino & 0xff as 2 hex>/<ino as 16 hex>, the object of inode `ino` on that disk.

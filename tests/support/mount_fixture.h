@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,21 @@ class MountedTest : public ::testing::Test {
   std::string Path(const std::string& relative) const { return mount_->Path(relative); }
   std::unique_ptr<TipfsMount> mount_;
 };
+
+// The daemon's counter `key` ("fuse.read.ops") from the mount's .tipfs/stats.json; 0 and a test
+// failure when it is not there (a renamed counter must not pass as a count of 0).
+inline uint64_t MountCounter(const std::string& mountpoint, const std::string& key) {
+  std::ifstream in(mountpoint + "/.tipfs/stats.json");
+  std::stringstream json;
+  json << in.rdbuf();
+  const std::string text = json.str();
+  const size_t at = text.find("\"" + key + "\":");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no " << key << " in " << mountpoint << "/.tipfs/stats.json";
+    return 0;
+  }
+  return std::strtoull(text.c_str() + at + key.size() + 3, nullptr, 10);
+}
 
 // A MountedTest run once per data-cache mode: the parameter is the mode ("kernel", "direct"),
 // passed to the mount as --data-cache.
