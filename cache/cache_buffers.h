@@ -11,7 +11,7 @@
 // and changes only its hint state: hint_refs (through AddHintRef, and down when it gives a hold
 // back), evict_first and hint_source.
 //
-// Thread-safety: every call but DiskOf, disk_count, AnyDiskHasRoomNow (wait-free) and
+// Thread-safety: every call but DiskOf, disk_count, AnyDiskHasRoom (wait-free) and
 // DrainIssues (which takes mu() itself) REQUIRES mu(). Lock order:
 // TipManager::mu_, then mu(), then the Clock's mutex; the data path never takes TipManager::mu_
 // while holding mu(), and mu() is never held across a disk submission (DrainIssues) or a wait.
@@ -101,13 +101,11 @@ class CacheBuffers {
   bool DiskHasRoom(uint32_t disk) const REQUIRES(mu_) {
     return disk_prefetches_[disk] < max_prefetches_per_disk_;
   }
-  bool AnyDiskHasRoom() const REQUIRES(mu_) {
-    return disks_with_room_.load(std::memory_order_relaxed) != 0;
-  }
-  // The same without mu(), for the manager's wake-up after a read or a completion (a hit takes
-  // the lock only for its lookups). Wait-free. It may miss a completion racing with it, but that
-  // completion reads its own update when it wakes the manager in turn, so no round is lost.
-  bool AnyDiskHasRoomNow() const { return disks_with_room_.load(std::memory_order_acquire) != 0; }
+  // Some disk has room for a prefetch. Wait-free, with or without mu(): the manager's wake-up
+  // after a read or a completion reads it without the lock (a hit takes mu() only for its
+  // lookups). Read without mu() it may miss a completion racing with it, but that completion
+  // reads its own update when it wakes the manager in turn, so no round is lost.
+  bool AnyDiskHasRoom() const { return disks_with_room_.load(std::memory_order_acquire) != 0; }
   // The one way a prefetch leaves the manager: a new block in flight for `purpose`, queued for
   // submission (DrainIssues), or nullptr when the block's disk has its share of prefetches in
   // flight or the table is full (the caller makes room first). REQUIRES: the block is absent.
@@ -130,7 +128,7 @@ class CacheBuffers {
   // The LRU tail window (and ghost list) k for a cache of this many blocks.
   static uint32_t TailWindowFor(uint64_t capacity_blocks);
   // The only writers of the per-disk prefetch counts and their bound, so that the count of disks
-  // with room (AnyDiskHasRoomNow) follows them: a fetch issued (+1) or done (-1), a disk failing
+  // with room (AnyDiskHasRoom) follows them: a fetch issued (+1) or done (-1), a disk failing
   // (+FileCache::kFailedDiskPrefetches) or working again.
   void AdjustDiskPrefetches(uint32_t disk, int32_t delta) REQUIRES(mu_);
   void SetMaxPrefetchesPerDisk(uint32_t max_prefetches_per_disk) REQUIRES(mu_);

@@ -66,10 +66,11 @@ void ReadData::CopyTo(char* out) const {
 }
 
 FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options)
-    : CacheBuffers(io->layout(), ChooseBlockSize(options, io->layout().stripe_unit()),
-                   CapacityBlocks(options.capacity_bytes,
-                                  ChooseBlockSize(options, io->layout().stripe_unit()),
-                                  io->layout().stripe_unit()),
+    : FileCache(io, clock, options, ChooseBlockSize(options, io->layout().stripe_unit())) {}
+
+FileCache::FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options, uint32_t block_size)
+    : CacheBuffers(io->layout(), block_size,
+                   CapacityBlocks(options.capacity_bytes, block_size, io->layout().stripe_unit()),
                    options.max_prefetches_per_disk),
       io_(io),
       clock_(clock),

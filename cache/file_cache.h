@@ -134,6 +134,9 @@ class FileCache final : private CacheBuffers {
   bool Contains(uint64_t ino, uint64_t block_index) const;
 
  private:
+  // The public constructor's body, given the block size it chose (the base class needs it twice:
+  // for the block size and for the capacity in blocks).
+  FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options, uint32_t block_size);
   // Read path (file_cache.cc).
   // A hit copies into `out`, or (out == nullptr) hands out slices in *shared. A miss returns
   // nullopt with *pending set: the fetches finish it (done, shared_done, or the blocking waiter).

@@ -89,7 +89,7 @@ void TipManager::WakeIfUseful(bool over_capacity, int64_t now) {
   // load and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
   if (over_capacity) return Wake();
   if (!has_work_.load(std::memory_order_acquire)) return;
-  if (buffers_->AnyDiskHasRoomNow() || now >= retire_due_ns_.load(std::memory_order_relaxed)) {
+  if (buffers_->AnyDiskHasRoom() || now >= retire_due_ns_.load(std::memory_order_relaxed)) {
     Wake();
   }
 }

@@ -69,7 +69,7 @@ class TipManager {
   // (docs/DESIGN.md "When the manager runs"): the table is over capacity (a demand miss found
   // every buffer held or in flight), or there is prefetch work (a hint stream, a warm-up, a
   // read-ahead run wanting blocks) and a disk with room for a prefetch
-  // (CacheBuffers::AnyDiskHasRoomNow, read only when there is work) or idle streams due for
+  // (CacheBuffers::AnyDiskHasRoom, read only when there is work) or idle streams due for
   // retirement. `over_capacity` is the table's, read under CacheBuffers::mu(). Wait-free: atomic
   // loads, then Wake(); the caller holds no lock for it.
   void WakeIfUseful(bool over_capacity, int64_t now);
