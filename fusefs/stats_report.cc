@@ -325,7 +325,7 @@ std::string StatsReport::Text() const {
           statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str(),
           statistics_->Get(FUSE_GETATTR_OPS), statistics_->Get(FUSE_LOOKUP_OPS));
   Appendf(&out,
-          "open files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64
+          "files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64
           " releases, %" PRIu64 " unlinks\n",
           statistics_->Get(FUSE_CREATE_OPS), statistics_->Get(FUSE_OPEN_OPS),
           statistics_->Get(FUSE_FLUSH_OPS), statistics_->Get(FUSE_RELEASE_OPS),

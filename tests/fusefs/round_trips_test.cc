@@ -2,7 +2,7 @@
 // reach the disks as they arrive), so every open answers FOPEN_NOFLUSH and a close sends no FLUSH,
 // except an O_RDWR open in kernel data-cache mode: only such an open can map the file shared and
 // writable, and the kernel's flush at its close writes the mapping's dirty pages back. The
-// daemon's request counters (tipfs stats, "open files") show what reached it.
+// daemon's request counters (tipfs stats, "files") show what reached it.
 #include <fcntl.h>
 #include <unistd.h>
 
