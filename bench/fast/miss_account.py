@@ -247,6 +247,14 @@ def parse(text):
         yield int(pid), int(cpu), float(ts) * 1e6, event, rest, comm.strip()
 
 
+def note_reader(cur, tid, key, value, after):
+    """The first `key` of the read that reader `tid` has in flight, once its `after` is known
+    (the wake-up and run of a reader follow the reply's end, in that order)."""
+    r = cur.get(tid)
+    if r is not None and after in r and key not in r:
+        r[key] = value
+
+
 class Stage:
     def __init__(self):
         self.values = collections.defaultdict(list)
@@ -339,18 +347,14 @@ def main():
             t = int(f["pid"])
             tc = int(f["target_cpu"])
             waking[t] = (ts, pid, tc, idle.get(tc, False) and tc != cpu, tc == cpu)
-            r = cur.get(t)
-            if r is not None and "end" in r and "reader_wake" not in r:
-                r["reader_wake"] = waking[t]
+            note_reader(cur, t, "reader_wake", waking[t], after="end")
             if t in daemon_tids:
                 daemon_wakeups[t] += 1
             continue
         if event == "sched_wakeup":
             t = int(kv(rest)["pid"])
             wakeup[t] = ts
-            r = cur.get(t)
-            if r is not None and "reader_wake" in r and "reader_wakeup" not in r:
-                r["reader_wakeup"] = ts
+            note_reader(cur, t, "reader_wakeup", ts, after="reader_wake")
             continue
         if event == "sched_switch":
             m = re.search(r"next_comm=(.*) next_pid=(\d+)", rest)
@@ -361,9 +365,7 @@ def main():
                     roles[nxt] = "real-time (timer)"
                 daemon_switch_in[nxt] += 1
             last_switch_in[nxt] = ts
-            r = cur.get(nxt)
-            if r is not None and "reader_wake" in r and "reader_run" not in r:
-                r["reader_run"] = ts
+            note_reader(cur, nxt, "reader_run", ts, after="reader_wake")
             continue
         if event == "fuse_request_send":
             m = re.search(r"req (\d+) opcode (\d+)", rest)
