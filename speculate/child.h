@@ -36,9 +36,13 @@ struct ChildConfig {
   uint64_t stream;  // the program's tgid: the hint stream the child speaks for
   uint32_t epoch;
   WaitPolicy wait;
+  bool predict;                // SpecOptions::predict
   const ObjectTable* objects;  // refreshed by the program right before the fork
   const CriticalSites* sites;  // the program's learned sites at the fork
   pid_t parent_pid;
+  // Learned sites where a predicted read (ReadPredictor) sent a child astray in this run: reads
+  // there wait instead.
+  const CriticalSites* unpredictable;
 };
 
 // REQUIRES: called in the child, right after the fork, by the only thread. Returns when the

@@ -3,8 +3,10 @@
 // run-ahead), hinted by the mount (the child's attached read is the hint), and answered: data
 // cached is returned; data not cached is waited for only at the fork point and at read sites
 // learned to be data-critical (or always, or never: WaitPolicy), else the read returns without
-// it (EAGAIN from the mount) and the child goes on with whatever its buffer holds. Its first such
-// read ends its clean hints: it re-attaches tainted, and its later hints are tainted.
+// it (EAGAIN from the mount) and the child goes on with whatever its buffer holds; at a learned
+// site it goes on with predicted bytes when it has any that fit (read_predictor.h), and waits
+// only when it has none. Its first read without data ends its clean hints: it re-attaches
+// tainted, and its later hints are tainted.
 // Hazard 1: a read never moves an offset shared with the program (pread at the shadow offset).
 #include <fcntl.h>
 #include <string.h>
@@ -57,23 +59,44 @@ void LoggedReadDone() {
   }
 }
 
-// A read the mount answered with EAGAIN (data not cached, not waited for): like SpecHint, go on
-// with whatever the buffer holds, reporting the length the read would have had. The first one
-// ends the clean hints.
-long LengthWithoutData(int fd, const Desc* d, uint64_t offset, uint64_t requested, uint64_t site) {
+// The length a read at `offset` has: `requested`, or less at the end of the file.
+uint64_t ReadLength(int fd, const Desc* d, uint64_t offset, uint64_t requested) {
+  uint64_t size = CurrentSize(fd, d);
+  if (offset >= size) return 0;
+  return requested < size - offset ? requested : size - offset;
+}
+
+// A read the mount answered with EAGAIN (data not cached, not waited for). The first one ends the
+// clean hints.
+void CountReadWithoutData(uint64_t site) {
   SharedLog* log = g_state.config.log;
   log->reads_without_data.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t logged = log->appended.load(std::memory_order_relaxed);
+  log->last_without_data_site.store(site, std::memory_order_relaxed);
+  log->last_without_data_predicted.store(0, std::memory_order_relaxed);
+  log->last_without_data_at.store(logged, std::memory_order_relaxed);
   if (!log->tainted()) {
-    const uint64_t logged = log->appended.load(std::memory_order_relaxed);
     log->MarkTainted(logged - 1, site, log->bytes_appended.load(std::memory_order_relaxed));
     // Should this fail, the mount keeps calling our hints clean: they are still capped (the
     // child's own tainted bound) and cancelled when the child ends, as before.
     g_state.config.sink->Attach(g_state.config.stream, g_state.config.epoch,
                                 /*wait_for_data=*/!g_state.attach_no_wait, /*tainted=*/true);
   }
-  uint64_t size = CurrentSize(fd, d);
-  if (offset >= size) return 0;
-  return static_cast<long>(requested < size - offset ? requested : size - offset);
+}
+
+// Answers a read without data: with predicted bytes when `predict` and some fit, else, like
+// SpecHint, with whatever the buffer holds; either way with the length the read would have had.
+long AnswerWithoutData(int fd, const Desc* d, const struct iovec* iov, int iov_count,
+                       uint64_t offset, uint64_t requested, uint64_t site, bool predict) {
+  CountReadWithoutData(site);
+  const uint64_t length = ReadLength(fd, d, offset, requested);
+  if (predict && g_state.predictor.Fill(site, iov, iov_count, length)) {
+    SharedLog* log = g_state.config.log;
+    log->reads_predicted.fetch_add(1, std::memory_order_relaxed);
+    // If the child goes astray soon after, the program blames the prediction (LearnFrom).
+    log->last_without_data_predicted.store(1, std::memory_order_relaxed);
+  }
+  return static_cast<long>(length);
 }
 
 long ReadMemoryDevice(const Desc* d, char* buffer, uint64_t length) {
@@ -130,19 +153,45 @@ int ReadFd(int fd, Desc* d, bool waits) {
   return fd;
 }
 
-bool WaitsHere(bool fork_point, uint64_t site) {
-  if (fork_point) return true;
+// What a read does when its data is not cached.
+enum class WithoutData {
+  kWait,     // wait for it
+  kGoOn,     // go on with whatever the buffer holds
+  kPredict,  // go on with bytes an earlier read at this learned site returned
+};
+
+WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d, uint64_t offset,
+                          uint64_t requested) {
+  if (fork_point) return WithoutData::kWait;
   switch (g_state.config.wait) {
     case WaitPolicy::kAlways:
-      return true;
+      return WithoutData::kWait;
     case WaitPolicy::kNever:
-      return false;
+      return WithoutData::kGoOn;
     case WaitPolicy::kLearned:
       break;
   }
-  if (!g_state.config.sites->Contains(site)) return false;
+  if (!g_state.config.sites->Contains(site)) return WithoutData::kGoOn;
+  if (g_state.config.predict && g_state.predictor.Keeps(site) &&
+      !g_state.config.unpredictable->Contains(site)) {
+    const uint64_t length = ReadLength(fd, d, offset, requested);
+    if (length == 0) return WithoutData::kGoOn;  // at the end: there is nothing to wait for
+    if (g_state.predictor.CanFill(site, length)) return WithoutData::kPredict;
+  }
   g_state.config.log->waits_at_sites.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  return WithoutData::kWait;
+}
+
+// Real data read at a learned site (or at the fork point, where the program reads it too) is kept
+// for predictions of later reads there.
+void RememberRead(bool fork_point, uint64_t site, const struct iovec* iov, int iov_count,
+                  long result) {
+  if (result <= 0 || !g_state.config.predict || g_state.config.wait != WaitPolicy::kLearned) {
+    return;
+  }
+  if (fork_point || g_state.config.sites->Contains(site)) {
+    g_state.predictor.Remember(site, iov, iov_count, static_cast<size_t>(result));
+  }
 }
 
 }  // namespace
@@ -190,20 +239,21 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   // is not logged.
   const bool fork_point = d->facts.watched && g_state.skip_next_log;
   uint64_t site = 0;
-  bool waits = true;
+  WithoutData not_cached = WithoutData::kWait;
   if (d->facts.watched) {
     // The site is needed to decide on waiting, and to tell the program where its first read
     // without data came from.
     if (g_state.config.wait == WaitPolicy::kLearned || !g_state.config.log->tainted()) {
       site = ReadSiteHere(*g_state.config.objects);
     }
-    waits = WaitsHere(fork_point, site);
+    not_cached = WhenNotCached(fork_point, site, fd, d, offset, requested);
     if (fork_point) {
       g_state.skip_next_log = false;
     } else {
       LogRead(d, offset, requested);
     }
   }
+  const bool waits = not_cached == WithoutData::kWait;
   int read_fd = ReadFd(fd, d, waits);
   long result = Sys(SYS_preadv, read_fd, reinterpret_cast<long>(iov), iov_count,
                     static_cast<long>(offset), 0);
@@ -217,7 +267,10 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   }
   if (d->facts.watched && !fork_point) LoggedReadDone();
   if (result == -EAGAIN && d->facts.watched) {
-    result = LengthWithoutData(fd, d, offset, requested, site);
+    result = AnswerWithoutData(fd, d, iov, iov_count, offset, requested, site,
+                               not_cached == WithoutData::kPredict);
+  } else if (d->facts.watched) {
+    RememberRead(fork_point, site, iov, iov_count, result);
   }
   if (result > 0 && explicit_offset < 0) d->offset += static_cast<uint64_t>(result);
   return result;

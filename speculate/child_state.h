@@ -10,6 +10,7 @@
 
 #include "speculate/child.h"
 #include "speculate/mount_watch.h"
+#include "speculate/read_predictor.h"
 
 namespace tipfs::spec::child {
 
@@ -62,6 +63,7 @@ struct State {
   char paths[kMaxDescs][MountWatch::kPathMax];  // log mode only
   Region shared_regions[kMaxSharedRegions];
   int shared_region_count;
+  ReadPredictor predictor;  // real reads at learned sites, for reads there without data
 };
 
 extern State g_state;

@@ -437,6 +437,7 @@ long Emulate(long nr, const long* a) {
       return Sys(SYS_rt_sigaction, a[0], a[1], a[2], a[3]);
     case SYS_exit:
     case SYS_exit_group:
+      g_state.config.log->exit_status.store(static_cast<uint32_t>(a[0]), std::memory_order_relaxed);
       End(EndReason::kProgramExit, nr);
     case SYS_prctl:
       return a[0] == PR_SET_NAME ? 0 : -EINVAL;

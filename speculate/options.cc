@@ -65,6 +65,11 @@ Result<SpecOptions> OptionsFromEnvironment(
       options.wait = *flag ? WaitPolicy::kAlways : WaitPolicy::kNever;
     }
   }
+  if (const char* v = get("TIPSPEC_PREDICT")) {
+    Result<bool> flag = ParseFlag("TIPSPEC_PREDICT", v);
+    if (!flag.ok()) return flag.status();
+    options.predict = *flag;
+  }
   if (const char* v = get("TIPSPEC_LEARN")) {
     Result<bool> flag = ParseFlag("TIPSPEC_LEARN", v);
     if (!flag.ok()) return flag.status();

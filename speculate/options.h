@@ -29,6 +29,11 @@ struct SpecOptions {
   // kept per program between runs: site_store.h); 0: none (the child covers more ground, on
   // garbage); 1: all (it follows every true data dependency, one read at a time).
   WaitPolicy wait = WaitPolicy::kLearned;
+  // TIPSPEC_PREDICT=0|1 (default 1; with TIPSPEC_WAIT=learned): at a learned site, a child's read
+  // of data not cached returns bytes an earlier real read at that site returned, padded to the
+  // read's length (read_predictor.h), and the child goes on without waiting; it waits only when
+  // none it kept fits. 0: it waits there for the data.
+  bool predict = true;
   // TIPSPEC_LEARN=0|1 (default 1): load the sites learned in earlier runs of the program at start
   // and save what this run learned at exit (in the state directory, see state_dir.h). 0: learn
   // for this run only.

@@ -38,9 +38,14 @@ void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes, uint64_t max_taint
   max_tainted_bytes = max_tainted;
   without_data_at.store(0);
   without_data_site.store(0);
+  last_without_data_at.store(0);
+  last_without_data_site.store(0);
+  last_without_data_predicted.store(0);
+  exit_status.store(0);
   clean_bytes.store(0);
   tainted_appended.store(0);
   waits_at_sites.store(0);
+  reads_predicted.store(0);
   ended.store(0);
   end_reason.store(0);
   end_syscall.store(0);

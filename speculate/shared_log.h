@@ -74,6 +74,7 @@ struct SharedLog {
   std::atomic<uint32_t> ended;  // 1 once the child stopped speculating
   std::atomic<uint32_t> end_reason;
   std::atomic<uint32_t> end_syscall;
+  std::atomic<uint32_t> exit_status;   // kProgramExit: the status the program's code exited with
   std::atomic<uint32_t> appended_seq;  // futex word: low bits of `appended`
   std::atomic<uint32_t> consumed_seq;  // futex word: low bits of `consumed`
   std::atomic<uint32_t> parent_waiting;
@@ -88,9 +89,15 @@ struct SharedLog {
   // is what was logged after).
   std::atomic<uint64_t> without_data_at;
   std::atomic<uint64_t> without_data_site;
+  // The same of its latest read without data (1 + index, 0: none), and 1 when that one was
+  // given predicted bytes (ReadPredictor): a child that predicts is judged by its latest.
+  std::atomic<uint64_t> last_without_data_at;
+  std::atomic<uint64_t> last_without_data_site;
+  std::atomic<uint32_t> last_without_data_predicted;
   std::atomic<uint64_t> clean_bytes;
   std::atomic<uint64_t> tainted_appended;  // entries logged after the first without data
   std::atomic<uint64_t> waits_at_sites;    // reads the child waited for at learned sites
+  std::atomic<uint64_t> reads_predicted;   // reads without data given predicted bytes instead
   // Lockstep only: logged reads the child has made (its read returned), and a futex word that
   // changes with it, so the program can do its own read only after the child's.
   std::atomic<uint64_t> reads_done;

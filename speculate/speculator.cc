@@ -487,8 +487,13 @@ bool Speculator::ForkDue() {
 
 void Speculator::LearnFrom(StopCause cause) {
   if (options_.wait != WaitPolicy::kLearned) return;
-  const uint64_t first_without_data = log_->without_data_at.load(std::memory_order_acquire);
-  if (first_without_data == 0) return;  // it never read garbage
+  // The read without data to judge: a child's first (every read after it was made on garbage),
+  // but for a child that predicted, its latest: predicted bytes have the right shape, so what
+  // came after a prediction was steered by it, not by garbage.
+  const bool predicted = log_->reads_predicted.load(std::memory_order_relaxed) != 0;
+  const uint64_t without_data =
+      (predicted ? log_->last_without_data_at : log_->without_data_at).load();
+  if (without_data == 0) return;  // it never read garbage
   // The entry it went astray at: the program's read that did not match it, or, for a child that
   // ended before the program's next read, one past its last.
   uint64_t astray;
@@ -499,9 +504,23 @@ void Speculator::LearnFrom(StopCause cause) {
   } else {
     return;  // behind, stopped, exec: nothing the data did
   }
-  // Entries [first_without_data, astray) were logged after the read without data.
-  if (astray < first_without_data || astray - first_without_data > kSoonReads) return;
-  const uint64_t site = log_->without_data_site.load(std::memory_order_relaxed);
+  // Entries [without_data, astray) were logged after the read without data.
+  if (astray < without_data || astray - without_data > kSoonReads) return;
+  const uint64_t site = (predicted ? log_->last_without_data_site : log_->without_data_site).load();
+  if (predicted && log_->last_without_data_predicted.load() != 0) {
+    // A child that ran the program to a clean exit was not misled (it was forked near the end).
+    if (cause == StopCause::kChildEnded &&
+        log_->end_reason.load() == static_cast<uint32_t>(EndReason::kProgramExit) &&
+        log_->exit_status.load() == 0) {
+      return;
+    }
+    // Learned already (reads are predicted only at learned sites): it was the prediction that
+    // misled the child, so later children of this run wait there instead.
+    const size_t before = unpredictable_.size();
+    unpredictable_.Insert(site);
+    counters_.sites_unpredictable += unpredictable_.size() - before;
+    return;
+  }
   if (refuted_.Contains(site)) return;  // its waits were found not to pay
   const size_t before = sites_.size();
   sites_.Insert(site);
@@ -579,18 +598,11 @@ void Speculator::Fork() {
   if (options_.wait == WaitPolicy::kAlways) ++children_waiting_;
   // Learned waits that did not pay are dropped for the rest of the run (site_waits.h).
   child_given_sites_ = options_.wait == WaitPolicy::kLearned && site_waits_.GiveSites();
-  ChildConfig config{&watch_,
-                     &sink_,
-                     &filter_,
-                     snapshot_,
-                     log_,
-                     sizeof(SharedLog),
-                     stream_,
-                     epoch_,
-                     options_.wait,
-                     &objects_,
-                     child_given_sites_ ? &sites_ : &no_sites_,
-                     getpid()};
+  ChildConfig config{&watch_,          &sink_,         &filter_,
+                     snapshot_,        log_,           sizeof(SharedLog),
+                     stream_,          epoch_,         options_.wait,
+                     options_.predict, &objects_,      child_given_sites_ ? &sites_ : &no_sites_,
+                     getpid(),         &unpredictable_};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -625,6 +637,7 @@ void Speculator::RecordChildExit(int slot, int wait_status) {
   counters_.hints_tainted += log->tainted_appended.load();
   counters_.hints_clean += log->appended.load() - log->tainted_appended.load();
   counters_.waits_at_sites += log->waits_at_sites.load();
+  counters_.reads_predicted += log->reads_predicted.load();
   counters_.hint_bytes_issued += log->bytes_appended.load();
   counters_.hint_bytes_consumed += log->bytes_consumed.load();
   counters_.reads_without_data += log->reads_without_data.load();

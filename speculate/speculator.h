@@ -261,7 +261,8 @@ class Speculator {
   CriticalSites no_sites_;
   CriticalSites dropped_sites_;
   CriticalSites refuted_;
-  bool refuted_now_ = false;  // in this run: the store is replaced, not merged with
+  CriticalSites unpredictable_;  // ChildConfig::unpredictable
+  bool refuted_now_ = false;     // in this run: the store is replaced, not merged with
   // Hints from the last run (history.h), in the program process only.
   HistoryRecorder recorder_;
   HistoryReplay replay_;

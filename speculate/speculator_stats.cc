@@ -39,6 +39,7 @@ void Speculator::Query(tipspec_counters* out) {
       out->hints_clean += appended - tainted;
       out->hints_tainted += tainted;
       out->waits_at_sites += log_->waits_at_sites.load();
+      out->reads_predicted += log_->reads_predicted.load();
       out->hint_bytes_issued += log_->bytes_appended.load();
       out->hint_bytes_consumed += log_->bytes_consumed.load();
       out->reads_without_data += log_->reads_without_data.load();
@@ -107,6 +108,8 @@ void Speculator::PrintStatsIfAsked() {
       {"sites_known", c.sites_known},
       {"sites_learned", c.sites_learned},
       {"waits_at_sites", c.waits_at_sites},
+      {"reads_predicted", c.reads_predicted},
+      {"sites_unpredictable", c.sites_unpredictable},
       {"history_hints", c.history_hints},
       {"history_hint_bytes", c.history_hint_bytes},
       {"history_cancelled", c.history_cancelled},

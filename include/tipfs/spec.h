@@ -122,6 +122,11 @@ struct tipspec_counters {
                                   lost twice in a row */
   uint64_t sites_refuted;      /* learned sites forgotten (not kept, not learned again):
                                   after the drop a child without the waits paid */
+  /* Added later still (TIPSPEC_PREDICT): */
+  uint64_t reads_predicted;     /* child reads at learned sites given the bytes of an earlier
+                                   read there instead of waiting for data not cached */
+  uint64_t sites_unpredictable; /* learned sites where a child went astray soon after such a
+                                   read: later children of the run wait there */
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */

@@ -61,6 +61,8 @@ class SpecParseTest : public SpecMountTest {
     return scratch_.Stats();
   }
 
+  std::vector<std::string> JsonLoader();
+
   std::string state_dir_;
   std::vector<std::string> files_;
 };
@@ -102,8 +104,9 @@ TEST_F(SpecParseTest, AChildsReadsWithoutDataAskTheMountForNoAttributes) {
       << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
 }
 
-TEST_F(SpecParseTest, APythonJsonLoaderGivesItsOutputUnderSpeculation) {
-  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+// 20 JSON files of growing sizes and a script that json.load()s them in a shuffled order; the
+// command line that runs it.
+std::vector<std::string> SpecParseTest::JsonLoader() {
   fs::create_directories(Path("json"));
   for (int i = 0; i < 20; ++i) {
     std::string body = "{\"id\": " + std::to_string(i) + ", \"values\": [";
@@ -121,7 +124,12 @@ TEST_F(SpecParseTest, APythonJsonLoaderGivesItsOutputUnderSpeculation) {
             "        sample = json.load(f)\n"
             "    total += sum(sample['values'])\n"
             "    print(name, sample['id'], total)\n");
-  std::map<std::string, uint64_t> stats = CompareRuns({"python3", script}, {{"TIPSPEC_WAIT", "0"}});
+  return {"python3", script};
+}
+
+TEST_F(SpecParseTest, APythonJsonLoaderGivesItsOutputUnderSpeculation) {
+  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+  std::map<std::string, uint64_t> stats = CompareRuns(JsonLoader(), {{"TIPSPEC_WAIT", "0"}});
   EXPECT_GE(stats["forks"], 1u);
   EXPECT_GE(stats["child_ended_program_exit"] + stats["child_ended_forbidden"] +
                 stats["offtrack_mismatch"],
@@ -158,13 +166,15 @@ TEST_F(SpecParseBudgetTest, TaintedHintsNeverExceedTheirBudget) {
 
 // The first run's children die at the header read (zeros fail the magic): that read site is
 // learned and kept in the state directory. The second run starts knowing it, and its children
-// wait there (the data is hinted first), parse real headers and go on.
+// wait there (the data is hinted first), parse real headers and go on. (Without predicted reads,
+// which would answer most of those waits: the next test.)
 TEST_F(SpecParseTest, ASecondRunWaitsAtTheSiteThatKilledTheFirstRunsChildren) {
-  std::map<std::string, uint64_t> first = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  const Environment learned = {{"TIPSPEC_WAIT", "learned"}, {"TIPSPEC_PREDICT", "0"}};
+  std::map<std::string, uint64_t> first = CompareRuns(Parser(), learned);
   EXPECT_GE(first["sites_learned"], 1u) << "nothing learned";
   EXPECT_EQ(first["sites_known"], 0u);
   ASSERT_TRUE(fs::exists(state_dir_ + "/sites")) << "learned sites are not kept";
-  std::map<std::string, uint64_t> second = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  std::map<std::string, uint64_t> second = CompareRuns(Parser(), learned);
   EXPECT_GE(second["sites_known"], 1u);
   EXPECT_GE(second["waits_at_sites"], 1u) << "no child waited at the learned site";
   // Waiting at the header, a child gets real data and parses more than one file.
@@ -175,7 +185,7 @@ TEST_F(SpecParseTest, ASecondRunWaitsAtTheSiteThatKilledTheFirstRunsChildren) {
   EXPECT_EQ(cleared.exit_status, 0) << cleared.out;
   EXPECT_EQ(cleared.out, "removed 1 site file\n");
   EXPECT_TRUE(fs::is_empty(state_dir_ + "/sites"));
-  std::map<std::string, uint64_t> third = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  std::map<std::string, uint64_t> third = CompareRuns(Parser(), learned);
   EXPECT_EQ(third["sites_known"], 0u) << "cleared sites were loaded";
   RunResult refused =
       scratch_.Run({"sh", "-c", TipfsBinary() + " run --sites-clear --history-clear 2>&1"}, false,
@@ -194,7 +204,7 @@ TEST_F(SpecParseTest, ASecondRunWaitsAtTheSiteThatKilledTheFirstRunsChildren) {
 TEST_F(SpecParseTest, WaitsAtALearnedSiteThatKeepLosingAreDropped) {
   std::vector<std::string> argv = {PARSE_RECORDS, "--one-site"};
   argv.insert(argv.end(), files_.begin(), files_.end());
-  const Environment learned = {{"TIPSPEC_WAIT", "learned"}};
+  const Environment learned = {{"TIPSPEC_WAIT", "learned"}, {"TIPSPEC_PREDICT", "0"}};
   std::map<std::string, uint64_t> first = CompareRuns(argv, learned);
   ASSERT_GE(first["sites_learned"], 1u) << "the one site was not learned";
   // The work per file makes each child's CPU (beyond the program's stalls) cost more than the one
@@ -206,6 +216,37 @@ TEST_F(SpecParseTest, WaitsAtALearnedSiteThatKeepLosingAreDropped) {
   EXPECT_EQ(second["site_waits_dropped"], 1u)
       << "lost " << second["children_lost"] << ", paid " << second["children_paid"];
   EXPECT_LT(second["waits_at_sites"], second["hints_issued"]) << "every child still waited";
+}
+
+// Predicted reads (TIPSPEC_PREDICT, the default): at a learned site, a child's read without data
+// gets the bytes of an earlier real read there instead of waiting. This parser reads each file's
+// records at offsets its header gives, so a child that parsed another file's header goes astray
+// at the next read: the prediction is blamed, and later children of the run wait at that site
+// instead (sites_unpredictable), as they do with predictions off. The output is unchanged.
+TEST_F(SpecParseTest, APredictionThatSendsAChildAstrayIsNotMadeThereAgain) {
+  std::map<std::string, uint64_t> predicted = CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_GE(predicted["sites_learned"], 1u);
+  EXPECT_GE(predicted["reads_predicted"], 1u);
+  EXPECT_GE(predicted["sites_unpredictable"], 1u) << "no prediction was blamed";
+  EXPECT_LE(predicted["sites_unpredictable"], predicted["sites_learned"]);
+  EXPECT_GE(predicted["waits_at_sites"], 1u) << "no child waited after the blame";
+  fs::remove_all(state_dir_);  // learn afresh
+  std::map<std::string, uint64_t> waited =
+      CompareRuns(Parser(), {{"TIPSPEC_WAIT", "learned"}, {"TIPSPEC_PREDICT", "0"}});
+  EXPECT_EQ(waited["reads_predicted"], 0u);
+  EXPECT_EQ(waited["sites_unpredictable"], 0u);
+}
+
+// The same for json.load(): a child that learned the loader's one read site parses the bytes of
+// a file it read for the next file it has no data for (padded with newlines, which JSON skips),
+// so json.load() succeeds and the child goes on to the next file.
+TEST_F(SpecParseTest, APythonJsonLoadersChildrenParsePredictedFiles) {
+  if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
+  std::map<std::string, uint64_t> stats = CompareRuns(JsonLoader(), {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_GE(stats["sites_learned"], 1u);
+  EXPECT_GE(stats["reads_predicted"], 3u);
+  EXPECT_GE(MountCounter(mount_->mountpoint(), "hints.speculative_tainted.consumed"), 3u)
+      << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
 }
 
 // The program reads each file's header (cold: it stalls), then its records in two reads (cached).

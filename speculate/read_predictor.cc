@@ -1,0 +1,103 @@
+#include "speculate/read_predictor.h"
+
+#include <string.h>
+
+namespace tipfs::spec {
+
+namespace {
+
+// Copies `length` bytes of `from` into the iovecs starting `at` bytes into them.
+void CopyInto(const struct iovec* iov, int iov_count, size_t at, const char* from, size_t length,
+              int fill) {
+  for (int i = 0; i < iov_count && length > 0; ++i) {
+    if (at >= iov[i].iov_len) {
+      at -= iov[i].iov_len;
+      continue;
+    }
+    const size_t n = iov[i].iov_len - at < length ? iov[i].iov_len - at : length;
+    char* to = static_cast<char*>(iov[i].iov_base) + at;
+    if (from != nullptr) {
+      memcpy(to, from, n);
+      from += n;
+    } else {
+      memset(to, fill, n);
+    }
+    length -= n;
+    at = 0;
+  }
+}
+
+}  // namespace
+
+int ReadPredictor::IndexOf(uint64_t site) const {
+  for (int i = 0; site != 0 && i < kSites; ++i) {
+    if (sites_[i].key == site) return i;
+  }
+  return -1;
+}
+
+const ReadPredictor::Kept* ReadPredictor::Best(const Site& s, size_t length) const {
+  const Kept* best = nullptr;
+  for (const Kept& k : s.reads) {
+    if (k.length == 0 || k.length > length) continue;
+    if (best == nullptr || k.length > best->length) best = &k;
+  }
+  return best;
+}
+
+void ReadPredictor::Remember(uint64_t site, const struct iovec* iov, int iov_count,
+                             size_t length) {
+  if (site == 0 || length == 0) return;
+  const int index = IndexOf(site);
+  Site* s = index >= 0 ? &sites_[index] : nullptr;
+  if (s == nullptr) {  // a new site takes the one remembered longest ago
+    s = &sites_[0];
+    for (Site& candidate : sites_) {
+      if (candidate.key == 0 || candidate.age < s->age) s = &candidate;
+      if (s->key == 0) break;
+    }
+    s->key = site;
+    for (Kept& k : s->reads) k.length = 0;
+  }
+  s->age = ++clock_;
+  // An unused slot, else the oldest but the shortest.
+  Kept* shortest = nullptr;
+  for (Kept& k : s->reads) {
+    if (k.length != 0 && (shortest == nullptr || k.length < shortest->length)) shortest = &k;
+  }
+  Kept* slot = nullptr;
+  for (Kept& k : s->reads) {
+    if (k.length == 0) {
+      slot = &k;
+      break;
+    }
+    if (&k != shortest && (slot == nullptr || k.age < slot->age)) slot = &k;
+  }
+  const size_t kept = length < kMaxBytes ? length : kMaxBytes;
+  size_t copied = 0;
+  for (int i = 0; i < iov_count && copied < kept; ++i) {
+    const size_t n = iov[i].iov_len < kept - copied ? iov[i].iov_len : kept - copied;
+    memcpy(slot->bytes + copied, iov[i].iov_base, n);
+    copied += n;
+  }
+  slot->length = static_cast<uint32_t>(copied);
+  slot->text = memchr(slot->bytes, 0, copied) == nullptr;
+  slot->age = clock_;
+}
+
+bool ReadPredictor::CanFill(uint64_t site, size_t length) const {
+  const int index = IndexOf(site);
+  return index >= 0 && length > 0 && Best(sites_[index], length) != nullptr;
+}
+
+bool ReadPredictor::Fill(uint64_t site, const struct iovec* iov, int iov_count,
+                         size_t length) const {
+  const int index = IndexOf(site);
+  const Kept* best = index < 0 || length == 0 ? nullptr : Best(sites_[index], length);
+  if (best == nullptr) return false;
+  CopyInto(iov, iov_count, 0, best->bytes, best->length, 0);
+  CopyInto(iov, iov_count, best->length, nullptr, length - best->length, best->text ? '\n' : 0);
+  return true;
+}
+
+}  // namespace tipfs::spec

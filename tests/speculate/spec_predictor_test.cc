@@ -1,0 +1,85 @@
+// ReadPredictor without a child or a mount: which kept read answers a read without data, how it is
+// padded, and what is kept when a site's slots are full.
+#include <gtest/gtest.h>
+#include <sys/uio.h>
+
+#include <memory>
+#include <string>
+
+#include "speculate/read_predictor.h"
+
+namespace tipfs::spec {
+namespace {
+
+constexpr uint64_t kSite = 0x1234;
+
+class ReadPredictorTest : public ::testing::Test {
+ protected:
+  void Remember(uint64_t site, const std::string& bytes) {
+    struct iovec iov = {const_cast<char*>(bytes.data()), bytes.size()};
+    predictor_->Remember(site, &iov, 1, bytes.size());
+  }
+  // What a read of `length` bytes at `site` gets, or "(none)".
+  std::string Predict(uint64_t site, size_t length) {
+    std::string out(length, '?');
+    struct iovec iov = {out.data(), out.size()};
+    return predictor_->Fill(site, &iov, 1, length) ? out : "(none)";
+  }
+  // 2 MiB: not on the stack.
+  std::unique_ptr<ReadPredictor> predictor_ = std::make_unique<ReadPredictor>();
+};
+
+TEST_F(ReadPredictorTest, TheLongestKeptReadThatFitsIsPaddedToTheLength) {
+  Remember(kSite, "{\"a\": 1}");
+  Remember(kSite, "{\"a\": [1, 2, 3]}");
+  // Text is padded with newlines (whitespace to a JSON parser).
+  EXPECT_EQ(Predict(kSite, 20), std::string("{\"a\": [1, 2, 3]}") + "\n\n\n\n");
+  EXPECT_EQ(Predict(kSite, 12), std::string("{\"a\": 1}") + "\n\n\n\n");
+  EXPECT_EQ(Predict(kSite, 8), "{\"a\": 1}");
+  EXPECT_EQ(Predict(kSite, 7), "(none)") << "a kept read longer than the read was cut";
+  EXPECT_EQ(Predict(kSite + 1, 20), "(none)") << "another site's read was used";
+  EXPECT_FALSE(predictor_->CanFill(kSite, 0));
+}
+
+TEST_F(ReadPredictorTest, BinaryIsPaddedWithZerosAcrossSeveralBuffers) {
+  Remember(kSite, std::string("REC1\0\x02", 6));
+  char a[4];
+  char b[6];
+  struct iovec iov[2] = {{a, sizeof(a)}, {b, sizeof(b)}};
+  ASSERT_TRUE(predictor_->Fill(kSite, iov, 2, 10));
+  EXPECT_EQ(std::string(a, 4) + std::string(b, 6), std::string("REC1\0\x02\0\0\0\0", 10));
+}
+
+TEST_F(ReadPredictorTest, AFullSiteKeepsItsShortestReadAndDropsTheOldest) {
+  Remember(kSite, std::string(10, 's'));  // the shortest, and the oldest
+  for (int i = 0; i < ReadPredictor::kReadsPerSite; ++i) {
+    Remember(kSite, std::string(100 + i, static_cast<char>('a' + i)));
+  }
+  EXPECT_EQ(Predict(kSite, 50).substr(0, 10), std::string(10, 's'))
+      << "the shortest read was dropped";
+  EXPECT_EQ(Predict(kSite, 100), std::string(10, 's') + std::string(90, '\n'))
+      << "the oldest of the longer reads is still kept";
+  EXPECT_EQ(Predict(kSite, 101), std::string(101, 'b'));
+}
+
+TEST_F(ReadPredictorTest, ANewSiteTakesTheOneRememberedLongestAgo) {
+  for (int s = 1; s <= ReadPredictor::kSites; ++s) Remember(s, "site " + std::to_string(s));
+  Remember(1, "site 1 again");  // site 2 is now the least recently remembered
+  Remember(99, "site 99");
+  EXPECT_FALSE(predictor_->Keeps(2));
+  EXPECT_TRUE(predictor_->Keeps(1));
+  EXPECT_TRUE(predictor_->Keeps(3));
+  EXPECT_EQ(Predict(99, 7), "site 99");
+  EXPECT_EQ(Predict(1, 12), "site 1 again");
+}
+
+TEST_F(ReadPredictorTest, OnlyTheFirstBytesOfALongReadAreKept) {
+  Remember(kSite, std::string(ReadPredictor::kMaxBytes + 100, 'x'));
+  EXPECT_EQ(Predict(kSite, ReadPredictor::kMaxBytes - 1), "(none)");
+  std::string p = Predict(kSite, ReadPredictor::kMaxBytes + 100);
+  EXPECT_EQ(p.substr(0, ReadPredictor::kMaxBytes), std::string(ReadPredictor::kMaxBytes, 'x'));
+  EXPECT_EQ(p.substr(ReadPredictor::kMaxBytes), std::string(100, '\n'));
+}
+
+}  // namespace
+}  // namespace tipfs::spec
