@@ -26,6 +26,7 @@ struct RunArgs {
   std::string stats_file;
   std::string timeline;  // SVG file
   std::string history;   // "", "on", "off"
+  std::string predict;   // "", "on", "off"
   std::string cpu_group = "on";
   bool history_list = false;
   bool history_clear = false;
@@ -135,6 +136,7 @@ int RunRun(const RunArgs& args) {
   if (args.wait == "learned") options.wait = spec::WaitPolicy::kLearned;
   options.speculate = !args.no_speculation;
   if (!args.history.empty()) options.history = args.history == "on";
+  if (!args.predict.empty()) options.predict = args.predict == "on";
   if (args.no_speculation && args.stats) {
     return Usage("run", "--stats counts speculation, which --no-speculation turns off");
   }
@@ -203,6 +205,11 @@ Runner AddRunCommand(CLI::App* app) {
                   "Draw the run as an SVG picture: each disk's requests over time by purpose, "
                   "and the program's stalls")
       ->option_text("FILE.svg");
+  app->add_option("--predict", args->predict,
+                  "on (default): where the speculating copy learned to wait for data, it goes on "
+                  "with bytes an earlier read there returned instead; off: it waits")
+      ->option_text("on|off")
+      ->check(OneOf({"on", "off"}));
   app->add_option("--history", args->history,
                   "on (default): record the program's reads of the mount and hint the last run's "
                   "reads of the same command ahead of it; off: neither")

@@ -120,6 +120,7 @@ Result<std::vector<std::string>> SpeculationEnvironment(const RunOptions& option
     SetVariable(&env, "TIPSPEC_STALL_USEC", std::to_string(*options.stall_usec));
   }
   if (options.history) SetVariable(&env, "TIPSPEC_HISTORY", *options.history ? "1" : "0");
+  if (options.predict) SetVariable(&env, "TIPSPEC_PREDICT", *options.predict ? "1" : "0");
   if (options.print_stats) SetVariable(&env, "TIPSPEC_STATS", "1");
   if (!options.stats_file.empty()) SetVariable(&env, "TIPSPEC_STATS_FILE", options.stats_file);
   if (!options.hint_log.empty()) SetVariable(&env, "TIPSPEC_HINT_LOG", options.hint_log);

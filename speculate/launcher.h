@@ -28,6 +28,7 @@ struct RunOptions {
   std::optional<uint64_t> max_ahead_bytes;  // TIPSPEC_MAX_AHEAD_BYTES
   std::optional<uint32_t> stall_usec;       // TIPSPEC_STALL_USEC
   std::optional<bool> history;              // TIPSPEC_HISTORY
+  std::optional<bool> predict;              // TIPSPEC_PREDICT
   bool print_stats = false;                 // TIPSPEC_STATS=1
   std::string stats_file;                   // TIPSPEC_STATS_FILE
   std::string hint_log;                     // TIPSPEC_HINT_LOG (tests)

@@ -71,8 +71,11 @@ class SpecMountTest : public MountedTest {
     return speculated.out;
   }
 
-  RunResult RunSpeculated(const std::vector<std::string>& argv, const Environment& extra = {}) {
+  // `run_options`: more options of `tipfs run`.
+  RunResult RunSpeculated(const std::vector<std::string>& argv, const Environment& extra = {},
+                          const std::vector<std::string>& run_options = {}) {
     std::vector<std::string> command = {TipfsBinary(), "run"};
+    command.insert(command.end(), run_options.begin(), run_options.end());
     if (!watch_every_mount_) command.insert(command.end(), {"--mount", mount_->mountpoint()});
     command.insert(command.end(), {"--stats-file", scratch_.stats_file(), "--"});
     command.insert(command.end(), argv.begin(), argv.end());

@@ -45,7 +45,8 @@ class SpecParseTest : public SpecMountTest {
 
   // Plain and speculated, both cold; the speculated run with `extra` set. Returns its counters.
   std::map<std::string, uint64_t> CompareRuns(const std::vector<std::string>& argv,
-                                              const Environment& extra, int exit_status = 0) {
+                                              const Environment& extra, int exit_status = 0,
+                                              const std::vector<std::string>& run_options = {}) {
     Remount();
     RunResult plain = scratch_.Run(argv, false, mount_->mountpoint());
     EXPECT_EQ(plain.exit_status, exit_status) << plain.out.substr(0, 300);
@@ -53,7 +54,7 @@ class SpecParseTest : public SpecMountTest {
     Remount();
     Environment environment = {{"TIPSPEC_STATE_DIR", state_dir_}};
     environment.insert(environment.end(), extra.begin(), extra.end());
-    RunResult speculated = RunSpeculated(argv, environment);
+    RunResult speculated = RunSpeculated(argv, environment, run_options);
     EXPECT_EQ(speculated.exit_status, exit_status);
     EXPECT_TRUE(speculated.out == plain.out) << "outputs differ:\n"
                                              << plain.out.substr(0, 300) << "\nand\n"
@@ -239,14 +240,21 @@ TEST_F(SpecParseTest, APredictionThatSendsAChildAstrayIsNotMadeThereAgain) {
 
 // The same for json.load(): a child that learned the loader's one read site parses the bytes of
 // a file it read for the next file it has no data for (padded with newlines, which JSON skips),
-// so json.load() succeeds and the child goes on to the next file.
+// so json.load() succeeds and the child goes on to the next file. `tipfs run --predict off`: the
+// next run (knowing the site) waits there instead.
 TEST_F(SpecParseTest, APythonJsonLoadersChildrenParsePredictedFiles) {
   if (!HaveProgram("python3")) GTEST_SKIP() << "python3 not installed";
-  std::map<std::string, uint64_t> stats = CompareRuns(JsonLoader(), {{"TIPSPEC_WAIT", "learned"}});
+  const Environment learned = {{"TIPSPEC_WAIT", "learned"}};
+  std::map<std::string, uint64_t> stats = CompareRuns(JsonLoader(), learned);
   EXPECT_GE(stats["sites_learned"], 1u);
   EXPECT_GE(stats["reads_predicted"], 3u);
+  EXPECT_EQ(stats["sites_unpredictable"], 0u);
   EXPECT_GE(MountCounter(mount_->mountpoint(), "hints.speculative_tainted.consumed"), 3u)
       << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
+  std::map<std::string, uint64_t> off = CompareRuns(JsonLoader(), learned, 0, {"--predict", "off"});
+  EXPECT_GE(off["sites_known"], 1u);
+  EXPECT_EQ(off["reads_predicted"], 0u);
+  EXPECT_GE(off["waits_at_sites"], 1u);
 }
 
 // The program reads each file's header (cold: it stalls), then its records in two reads (cached).
