@@ -47,6 +47,10 @@ struct StoreCore {
   std::atomic<uint64_t> inode_count{0};
   // The inodes in use, and the attributes writes changed (written back by every batch).
   std::unique_ptr<InodeCache> inodes;
+  // What the store asked of RocksDB (MetaStore::Activity): point reads, batches, prefix scans.
+  std::atomic<uint64_t> point_reads{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> scans{0};
 
   // The write-back timer: a thread that commits dirty attributes every `write_back_interval`.
   std::thread write_back_thread;
@@ -122,6 +126,10 @@ class SCOPED_CAPABILITY Mutation {
   Result<NamedChild> LoadNamedChild(Ino parent, std::string_view name);
   // A new inode with the next inode number (the counter advances in the same batch).
   Inode* Allocate();
+  // An xattr of the loaded inode `ino` is written in this batch.
+  void XattrAdded(Ino ino);
+  // True when the loaded inode `ino` certainly has no xattrs (made by this store, none added).
+  bool KnownWithoutXattrs(Ino ino) const;
 
   void PutEntry(Ino parent, std::string_view name, const Inode& child);
   void DeleteEntry(Ino parent, std::string_view name);
@@ -140,8 +148,9 @@ class SCOPED_CAPABILITY Mutation {
  private:
   struct Loaded {
     Inode inode;
-    std::string original;  // encoding as read; empty for a new inode
-    uint64_t version = 0;  // the cache's write version when loaded (0: not cached)
+    std::string original;    // encoding as read; empty for a new inode
+    uint64_t version = 0;    // the cache's write version when loaded (0: not cached)
+    bool no_xattrs = false;  // InodeCache::Versioned::no_xattrs
   };
 
   StoreCore* const impl_;
