@@ -68,11 +68,15 @@ Result<Inode> FileSystem::Lookup(Ino parent, std::string_view name) {
 }
 
 void FileSystem::Forget(Ino ino, uint64_t count) {
+  // Taken before the table drops the inode: it remembers whether the data is gone already.
+  std::shared_ptr<InodeState> state = inodes_.State(ino);
   if (!inodes_.Forget(ino, count)) return;
   // The kernel let go of an inode nobody has open: if it has no links left either (unlinked, or
   // a removed directory that was somebody's cwd), its record can go now.
   Result<Inode> inode = meta_->Get(ino);
-  if (inode.ok() && inode->nlink == 0) (void)Reclaim(ino, /*sync_unlink_first=*/false);
+  if (inode.ok() && inode->nlink == 0) {
+    (void)Reclaim(ino, /*sync_unlink_first=*/false, std::move(state));
+  }
 }
 
 Result<Inode> FileSystem::GetAttr(Ino ino) {
@@ -244,6 +248,7 @@ Result<OpenedFile> FileSystem::Open(const Caller& caller, Ino ino, int flags) {
     // already deleted the inode (and Get below fails).
     SharedLock io_lock(&state->io_mutex);
     inodes_.Open(ino);
+    state->data_removed.store(false, std::memory_order_relaxed);  // it may get data again
   }
   Result<Inode> inode = meta_->Get(ino);
   if (inode.ok() && (flags & O_TRUNC) && S_ISREG(inode->mode) && inode->size > 0) {
@@ -383,11 +388,17 @@ Status FileSystem::ReclaimIfUnused(const Inode& inode) {
   return Reclaim(inode.ino);
 }
 
-Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first) {
-  std::shared_ptr<InodeState> state = inodes_.State(ino);
+Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first, std::shared_ptr<InodeState> state) {
+  if (state == nullptr) state = inodes_.State(ino);
   ExclusiveLock io_lock(&state->io_mutex);
   InodeTable::Use use = inodes_.UseOf(ino);
   if (use.opens > 0) return Status::OK();  // the last Release reclaims it
+  if (state->data_removed.load(std::memory_order_relaxed)) {
+    // The unlink (or the last close) removed the data already and nothing opened the inode
+    // since: the forget that follows only deletes the record.
+    if (use.lookups > 0) return Status::OK();
+    return meta_->DeleteInode(ino);
+  }
   if (sync_unlink_first) {
     // The unlink (or the rename that replaced the file) must be durable before the data goes:
     // a power loss that undid it would bring the file back with its bytes gone (the rename-over
@@ -398,7 +409,10 @@ Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first) {
   // The space goes at the last close; the record stays while the kernel still refers to the
   // inode (an unlinked file's fstat, a removed directory that is a cwd) and goes at its forget.
   TIPFS_RETURN_IF_ERROR(cache_->Remove(ino));
-  if (use.lookups > 0) return Status::OK();
+  if (use.lookups > 0) {
+    state->data_removed.store(true, std::memory_order_relaxed);
+    return Status::OK();
+  }
   return meta_->DeleteInode(ino);
 }
 

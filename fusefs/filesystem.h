@@ -141,7 +141,10 @@ class FileSystem {
   // leaves the inode an orphan for the next mount instead of failing that operation.
   void ReclaimAfterNamespaceChange(const meta::Inode& inode);
   // With sync_unlink_first, makes the metadata durable before a non-empty file's data goes.
-  Status Reclaim(Ino ino, bool sync_unlink_first = true);
+  // `state`: the inode's InodeState when the caller took it before the table let go of the
+  // inode (Forget); null: the table's.
+  Status Reclaim(Ino ino, bool sync_unlink_first = true,
+                 std::shared_ptr<InodeState> state = nullptr);
   void UpdateAtime(const meta::Inode& inode);
   static Status DataError(const Status& status);
   // Changes the file's length in the objects and in the metadata, in the crash-safe order.

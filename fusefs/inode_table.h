@@ -26,6 +26,10 @@ struct InodeState {
   // The file may have S_ISUID or S_ISGID set (seen at open, create or chmod): its writes take the
   // bits away first, as the kernel does (FileSystem::Write). False means no write needs a look.
   std::atomic<bool> may_have_setid{false};
+  // The file's data objects were removed (FileSystem::Reclaim, with io_mutex held exclusively)
+  // and nothing opened it since (Open clears it, holding io_mutex shared): the reclaim at the
+  // kernel's forget need not remove them again (a call on every disk).
+  std::atomic<bool> data_removed{false};
 };
 
 class InodeTable {

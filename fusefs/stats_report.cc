@@ -330,6 +330,10 @@ std::string StatsReport::Text() const {
           statistics_->Get(FUSE_CREATE_OPS), statistics_->Get(FUSE_OPEN_OPS),
           statistics_->Get(FUSE_FLUSH_OPS), statistics_->Get(FUSE_RELEASE_OPS),
           statistics_->Get(FUSE_UNLINK_OPS));
+  const meta::Activity store = fs_->meta()->GetActivity();
+  Appendf(&out,
+          "metadata store: %" PRIu64 " point reads, %" PRIu64 " write batches, %" PRIu64 " scans\n",
+          store.point_reads, store.batches, store.scans);
   Appendf(&out,
           "cache: %s in %s blocks; buffers lru %" PRIu64 ", hinted %" PRIu64
           ", evict-first %" PRIu64 ", fetching %" PRIu64 "\n",

@@ -25,7 +25,7 @@ std::optional<InodeCache::Versioned> InodeCache::Find(Ino ino) const {
   MutexLock lock(&shard.mu);
   auto it = shard.entries.find(ino);
   if (it == shard.entries.end()) return std::nullopt;
-  return Versioned{it->second.inode, it->second.version};
+  return Versioned{it->second.inode, it->second.version, it->second.no_xattrs};
 }
 
 uint64_t InodeCache::Generation(Ino ino) const {
@@ -128,6 +128,9 @@ void InodeCache::AfterCommit(const std::vector<Versioned>& flushed,
     ++shard.generation;
     auto [it, inserted] = shard.entries.try_emplace(c.inode.ino);
     Entry& e = it->second;
+    // The mutation held the store's mutex from its load to its commit, and every xattr change is
+    // a mutation: what it knows of the inode's xattrs is current.
+    e.no_xattrs = c.no_xattrs;
     if (inserted) {
       FillLocked(shard, e, c.inode);
     } else if (e.version == c.version || e.version == e.inserted_version) {

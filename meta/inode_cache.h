@@ -37,6 +37,9 @@ class InodeCache {
   struct Versioned {
     Inode inode;
     uint64_t version = 0;
+    // The inode has no extended attributes, known because the store made it and has added none
+    // since (false: unknown, e.g. read from RocksDB). Lets DeleteInode skip its xattr scan.
+    bool no_xattrs = false;
   };
   std::optional<Versioned> Find(Ino ino) const;
   // For a reader that misses: the shard's generation before it reads RocksDB, then the inode it
@@ -58,8 +61,9 @@ class InodeCache {
   size_t dirty_count() const { return dirty_count_.load(std::memory_order_relaxed); }
 
   // After a committed batch: the written dirty inodes become clean unless written again since;
-  // `committed` (with the write version each had when the mutation loaded it) replace the cached
-  // ones, keeping size and times of writes that came meanwhile; `deleted` go.
+  // `committed` (with the write version each had when the mutation loaded it, and what the
+  // mutation knows of its xattrs) replace the cached ones, keeping size and times of writes that
+  // came meanwhile; `deleted` go.
   void AfterCommit(const std::vector<Versioned>& flushed, const std::vector<Versioned>& committed,
                    const std::vector<Ino>& deleted);
   // Forgets every clean inode (after a repair rewrote records behind the cache's back).
@@ -74,6 +78,7 @@ class InodeCache {
     uint64_t version = 0;
     uint64_t inserted_version = 0;  // the version it was inserted with: equal means no write since
     bool dirty = false;
+    bool no_xattrs = false;  // Versioned::no_xattrs; set and cleared only by committed mutations
   };
   struct Shard {
     mutable Mutex mu;

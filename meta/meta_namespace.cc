@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <climits>
+#include <functional>
 #include <mutex>
 
 #include "meta/meta_store.h"
@@ -61,6 +62,26 @@ Status CheckLiveDirectory(const Inode& dir) {
 
 }  // namespace
 
+size_t AbsentNames::SlotOf(Ino parent, std::string_view name) {
+  return (std::hash<std::string_view>()(name) ^ (parent * 0x9e3779b97f4a7c15ULL)) % kSlots;
+}
+
+void AbsentNames::Note(Ino parent, std::string_view name, uint64_t generation) {
+  MutexLock lock(&mu_);
+  Slot& slot = slots_[SlotOf(parent, name)];
+  slot.parent = parent;
+  slot.name.assign(name);
+  slot.generation = generation;
+}
+
+bool AbsentNames::Take(Ino parent, std::string_view name, uint64_t generation) {
+  MutexLock lock(&mu_);
+  Slot& slot = slots_[SlotOf(parent, name)];
+  if (slot.parent != parent || slot.name != name) return false;
+  slot.parent = 0;
+  return slot.generation == generation;
+}
+
 Result<Inode> MetaStore::Lookup(Ino parent, std::string_view name) {
   if (name.size() > kMaxNameLength) return CheckName(name, 0, 0);
   if (name == ".") return impl_->ReadDirectory(parent);
@@ -70,6 +91,8 @@ Result<Inode> MetaStore::Lookup(Ino parent, std::string_view name) {
     return impl_->ReadInode(dir->parent);
   }
   if (name.empty()) return NoEntry(parent, name);
+  // Read before the entry: a commit that adds the name after it moves the generation.
+  const uint64_t generation = impl_->inodes->Generation(parent);
   // Fast path: the entry, then its inode (entries exist only in directories, so a found entry
   // also proves the parent is one).
   auto entry = impl_->ReadEntry(parent, name);
@@ -97,6 +120,7 @@ Result<Inode> MetaStore::Lookup(Ino parent, std::string_view name) {
   // No entry: ENOENT, unless the parent is missing or not a directory.
   auto dir = impl_->ReadDirectory(parent);
   if (!dir.ok()) return dir.status();
+  if (name.size() <= kMaxNameLength) impl_->absent_names.Note(parent, name, generation);
   return NoEntry(parent, name);
 }
 
@@ -119,10 +143,14 @@ Result<Inode> MetaStore::MakeNode(Ino parent, std::string_view name, const NewNo
   auto dir = m.LoadDirectory(parent);
   if (!dir.ok()) return dir.status();
   TIPFS_RETURN_IF_ERROR(CheckLiveDirectory(**dir));
-  auto existing = impl_->ReadEntry(parent, name);
-  if (!existing.ok()) return existing.status();
-  if (existing->has_value()) {
-    return Status::Exists(Quote(name) + " exists in directory " + std::to_string(parent));
+  // The kernel's lookup of the name just found it absent, and no commit since could have added it
+  // (this mutation holds the store's mutex, so none is under way either).
+  if (!impl_->absent_names.Take(parent, name, impl_->inodes->Generation(parent))) {
+    auto existing = impl_->ReadEntry(parent, name);
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) {
+      return Status::Exists(Quote(name) + " exists in directory " + std::to_string(parent));
+    }
   }
   const bool is_dir = type == S_IFDIR;
   if (is_dir && (*dir)->nlink >= kMaxDirectoryLinks) {

@@ -90,6 +90,14 @@ struct Counts {
   uint64_t inodes = 0;  // live inodes, orphans included
 };
 
+// What the store has asked of RocksDB since it was opened (for tests and accounts of what an
+// operation costs): point reads (Get), write batches, prefix scans (an iterator each).
+struct Activity {
+  uint64_t point_reads = 0;
+  uint64_t batches = 0;
+  uint64_t scans = 0;
+};
+
 // ---- Whole-store scans and repairs (fsck, crash recovery) -------------------------------------
 
 // A record that does not decode, or a key of no known form.
@@ -225,6 +233,7 @@ class MetaStore {
   Status DeleteInode(Ino ino);
 
   Result<Counts> GetCounts();
+  Activity GetActivity() const;
   // Makes every completed operation durable (writes back, then syncs the write-ahead log).
   Status Sync();
 

@@ -27,6 +27,31 @@
 
 namespace tipfs::meta {
 
+// Names a Lookup found absent, so that the create which follows (the kernel looks every name up
+// before it creates it) does not read RocksDB for the same answer again. A note is good while the
+// generation of the parent's inode-cache shard has not moved since before the Lookup read
+// RocksDB: every commit that could add the name loads the parent, and so bumps that generation
+// after its batch is written (InodeCache::AfterCommit); a repair bumps every generation. A note
+// is used once. Thread-safe; `mu_` is a leaf.
+class AbsentNames {
+ public:
+  void Note(Ino parent, std::string_view name, uint64_t generation) EXCLUDES(mu_);
+  // True when (parent, name) was noted absent at `generation`; the note is gone either way.
+  bool Take(Ino parent, std::string_view name, uint64_t generation) EXCLUDES(mu_);
+
+ private:
+  struct Slot {
+    Ino parent = 0;  // 0: empty (no directory has inode number 0)
+    std::string name;
+    uint64_t generation = 0;
+  };
+  static constexpr size_t kSlots = 64;  // lookups and creates in flight at once, with room
+  static size_t SlotOf(Ino parent, std::string_view name);
+
+  Mutex mu_;
+  Slot slots_[kSlots] GUARDED_BY(mu_);
+};
+
 // The store's state and read helpers. MetaStore::Impl is this; it is a separate name so that
 // Mutation (not a member of MetaStore) may use it.
 struct StoreCore {
@@ -47,6 +72,11 @@ struct StoreCore {
   std::atomic<uint64_t> inode_count{0};
   // The inodes in use, and the attributes writes changed (written back by every batch).
   std::unique_ptr<InodeCache> inodes;
+  AbsentNames absent_names;
+  // What the store asked of RocksDB (MetaStore::Activity): point reads, batches, prefix scans.
+  std::atomic<uint64_t> point_reads{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> scans{0};
 
   // The write-back timer: a thread that commits dirty attributes every `write_back_interval`.
   std::thread write_back_thread;
@@ -122,6 +152,10 @@ class SCOPED_CAPABILITY Mutation {
   Result<NamedChild> LoadNamedChild(Ino parent, std::string_view name);
   // A new inode with the next inode number (the counter advances in the same batch).
   Inode* Allocate();
+  // An xattr of the loaded inode `ino` is written in this batch.
+  void XattrAdded(Ino ino);
+  // True when the loaded inode `ino` certainly has no xattrs (made by this store, none added).
+  bool KnownWithoutXattrs(Ino ino) const;
 
   void PutEntry(Ino parent, std::string_view name, const Inode& child);
   void DeleteEntry(Ino parent, std::string_view name);
@@ -140,8 +174,9 @@ class SCOPED_CAPABILITY Mutation {
  private:
   struct Loaded {
     Inode inode;
-    std::string original;  // encoding as read; empty for a new inode
-    uint64_t version = 0;  // the cache's write version when loaded (0: not cached)
+    std::string original;    // encoding as read; empty for a new inode
+    uint64_t version = 0;    // the cache's write version when loaded (0: not cached)
+    bool no_xattrs = false;  // InodeCache::Versioned::no_xattrs
   };
 
   StoreCore* const impl_;

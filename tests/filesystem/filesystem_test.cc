@@ -84,6 +84,44 @@ TEST_F(FileSystemTest, UnlinkOfAClosedFileFreesItsSpaceAtOnce) {
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
 }
 
+// The unlink (or last close) that freed the data leaves only the record for the kernel's forget
+// to delete: the forget asks no disk to remove the objects a second time.
+TEST(FileSystemFaultTest, ForgetAfterTheUnlinkFreedTheDataAsksNoDisk) {
+  FsRig rig(4, 64 * 1024, /*faulty=*/true);
+  auto opened = rig.fs()->Create(Caller{}, kRootIno, "f", 0644, O_RDWR);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const uint64_t ino = opened->inode.ino;
+  const std::string data = Pattern(300'000, 'f');
+  ASSERT_TRUE(rig.fs()->Write(ino, 0, data.data(), data.size()).ok());
+  ASSERT_TRUE(rig.fs()->Release(ino).ok());
+  ASSERT_TRUE(rig.fs()->Unlink(kRootIno, "f").ok());
+  EXPECT_FALSE(rig.HasObjects(ino));
+  // Any remove now fails, and is counted.
+  for (size_t d = 0; d < rig.disk_count(); ++d) {
+    rig.faulty(d)->FailAlways(stripe::FaultyDisk::kWrites, EIO);
+  }
+  rig.fs()->Forget(ino, 1);
+  for (size_t d = 0; d < rig.disk_count(); ++d) EXPECT_EQ(rig.faulty(d)->injected(), 0u) << d;
+  EXPECT_EQ(rig.fs()->GetAttr(ino).error(), ENOENT);
+}
+
+// An unlinked inode the kernel still refers to can be opened again (by handle) and get data
+// again: that data goes at its last close, as the first did.
+TEST_F(FileSystemTest, AnUnlinkedFileOpenedAgainLosesItsNewDataAtItsLastClose) {
+  uint64_t ino = CreateWith("again", Pattern(100'000, 'g'));
+  ASSERT_TRUE(rig_.fs()->Release(ino).ok());
+  ASSERT_TRUE(rig_.fs()->Unlink(kRootIno, "again").ok());
+  EXPECT_FALSE(rig_.HasObjects(ino));
+  ASSERT_TRUE(rig_.fs()->Open(ino, O_RDWR).ok());
+  const std::string data = Pattern(70'000, 'h');
+  ASSERT_TRUE(rig_.fs()->Write(ino, 0, data.data(), data.size()).ok());
+  EXPECT_TRUE(rig_.HasObjects(ino));
+  ASSERT_TRUE(rig_.fs()->Release(ino).ok());
+  EXPECT_FALSE(rig_.HasObjects(ino));
+  rig_.fs()->Forget(ino, 1);
+  EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
+}
+
 TEST_F(FileSystemTest, RecoverReclaimsFilesUnlinkedWhileOpenWhenTheDaemonDied) {
   uint64_t ino = CreateWith("orphan", Pattern(500'000, 'd'));
   uint64_t kept = CreateWith("kept", Pattern(100'000, 'e'));

@@ -23,6 +23,31 @@ TEST_F(MetaStoreTest, RootIsAnEmptyDirectoryOwnedByCreator) {
   EXPECT_TRUE(store_->ListOrphans()->empty());
 }
 
+// The kernel looks a name up before it creates it: the create after a negative lookup does not
+// read the entry from RocksDB again, unless something may have added the name since.
+TEST_F(MetaStoreTest, CreateAfterANegativeLookupReadsNoEntryAgain) {
+  EXPECT_EQ(store_->Lookup(kRootIno, "x").error(), ENOENT);
+  const Activity before = store_->GetActivity();
+  auto x = store_->MakeNode(kRootIno, "x", File());
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(store_->GetActivity().point_reads, before.point_reads);
+  // The note is used once: a second create of the name reads the entry and finds it.
+  EXPECT_EQ(store_->MakeNode(kRootIno, "x", File()).error(), EEXIST);
+  // A name another operation added after the lookup is not taken for absent.
+  EXPECT_EQ(store_->Lookup(kRootIno, "y").error(), ENOENT);
+  ASSERT_TRUE(store_->Link(x->ino, kRootIno, "y", T(2)).ok());
+  EXPECT_EQ(store_->MakeNode(kRootIno, "y", File()).error(), EEXIST);
+  EXPECT_EQ(store_->Lookup(kRootIno, "z").error(), ENOENT);
+  ASSERT_TRUE(store_->Rename(kRootIno, "y", kRootIno, "z", 0, T(3)).ok());
+  EXPECT_EQ(store_->MakeNode(kRootIno, "z", File()).error(), EEXIST);
+  // Nor is a note of another directory.
+  auto d = store_->MakeNode(kRootIno, "d", Dir());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(store_->Lookup(d->ino, "x").error(), ENOENT);
+  EXPECT_EQ(store_->MakeNode(kRootIno, "x", File()).error(), EEXIST);
+  EXPECT_TRUE(StoreIsConsistent(*store_));
+}
+
 TEST_F(MetaStoreTest, MakeNodeThenLookupAndGetAgree) {
   auto made = store_->MakeNode(kRootIno, "hello.txt", File(T(42)));
   ASSERT_TRUE(made.ok()) << made.status().ToString();
