@@ -10,10 +10,7 @@ BlockTable::BlockTable(uint32_t tail_window) : tail_window_(std::max<uint32_t>(1
 
 BlockTable::~BlockTable() = default;
 
-Block* BlockTable::Find(uint64_t ino, uint64_t index) const {
-  auto it = index_.find(BlockKey{ino, index});
-  return it == index_.end() ? nullptr : it->second;
-}
+Block* BlockTable::Find(uint64_t ino, uint64_t index) const { return index_.Find(ino, index); }
 
 Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
   auto block = std::make_unique<Block>();
@@ -26,7 +23,7 @@ Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
     std::fprintf(stderr, "INTERNAL ERROR: BlockTable::Insert of an existing block\n");
     std::abort();
   }
-  index_.emplace(raw->key, raw);
+  index_.Insert(ino, index, raw);
   ++blocks_;
   return raw;
 }
@@ -36,7 +33,7 @@ void BlockTable::Erase(Block* b) {
   auto it = inodes_.find(b->key.ino);
   if (it == inodes_.end()) return;
   const uint64_t ino = b->key.ino;
-  index_.erase(b->key);
+  index_.Erase(b->key.ino, b->key.index);
   if (it->second.blocks.erase(b->key.index) > 0) --blocks_;
   MaybeDropInode(ino);
 }

@@ -203,6 +203,11 @@ class FileCache final : private CacheBuffers {
 
   // Updated without mu_.
   std::atomic<uint64_t> stall_nanos_{0};
+  // True while the issue lists above may hold fetches: set under mu_ when one is queued, cleared
+  // under mu_ by the drain that takes them. DrainIssues reads it first, so a read that queued
+  // nothing (every hit) does not take mu_ a second time. Every thread that queues a fetch drains
+  // after it, so a load that misses a concurrent queueing leaves that fetch to its own thread.
+  std::atomic<bool> issues_queued_{false};
 
   // Last: constructed after, and destroyed (its thread stopped) before, the data path above.
   std::unique_ptr<TipManager> manager_;

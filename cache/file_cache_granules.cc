@@ -92,6 +92,7 @@ std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool pr
   } else {
     issue_demand_.push_back(f);
   }
+  issues_queued_.store(true, std::memory_order_release);
   ++fetches_in_flight_;
   return f;
 }

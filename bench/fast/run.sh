@@ -10,8 +10,10 @@
 #                  1 / (access + 4 KiB / bandwidth)
 #   ssd-rand-32    the same with 32 jobs: IOPS / 4 disks x that limit
 #   nvme-rand-1    as ssd-rand-1 on --disk-model nvme
-#   nvme-rand-32   as ssd-rand-32 on --disk-model nvme
-#                  (each random-read run also prints the daemon's CPU per read on stderr)
+#   nvme-rand-32   as ssd-rand-32 on --disk-model nvme; in direct mode with a "null-fuse" line as
+#                  warm-rand-16's (the same fio, 32 jobs, on tipfs-null-fuse: what FUSE allows)
+#                  (each random-read run, warm-rand-16's too, also prints the daemon's CPU per
+#                  read on stderr)
 #   nvme-seq       fio 1 MiB sequential reads, 1 job, fresh daemon (empty cache), readahead on:
 #                  MB/s / 4 disks x the model's bandwidth
 #   warm-rand-16   fio 4 KiB random reads, 16 jobs, every byte in the daemon's cache (and, in
@@ -60,7 +62,8 @@ BENCH_NAME=fast
 source "$(dirname "$0")/../lib/scratch_volume.sh"
 command -v fio >/dev/null || { echo "fio is missing: scripts/setup.sh installs it" >&2; exit 1; }
 CHURN=$BUILD/bench/foundation/metadata_churn
-need "$CHURN"
+NULL_FUSE=$BUILD/bench/fast/tipfs-null-fuse
+need "$CHURN" "$NULL_FUSE"
 declare -A BIN=([after]=$TIPFS)
 BUILDS=(after)
 if [[ -n $BEFORE ]]; then
@@ -123,6 +126,13 @@ daemon_cpu() {
     "/proc/$(cat "${DISKS[0]}/tipfs.pid")/stat"
 }
 
+# cpu_per_read BUILD ROW CPU0 IOPS: the daemon's CPU (user + sys) per read over the run's reads
+# (IOPS x runtime), on stderr
+cpu_per_read() {
+  awk -v a="$(daemon_cpu)" -v b="$3" -v n="$4" -v t="$RUNTIME" -v r="$2" -v bd="$1" \
+    'BEGIN {printf "  %s %s: daemon CPU %.1f us per read\n", r, bd, (a - b) / (n * t) * 1e6}' >&2
+}
+
 # run_row BUILD ROW MODE: prints "value unit" (or nothing when the row does not apply)
 run_row() {
   local build=$1 row=$2 mode=$3
@@ -133,9 +143,7 @@ run_row() {
       local cpu0 iops
       cpu0=$(daemon_cpu)
       iops=$(rand_fio "$mode" "$jobs" "$MNT/file")
-      # The daemon's CPU (user + sys) per read, over the run's reads (IOPS x runtime).
-      awk -v a="$(daemon_cpu)" -v b="$cpu0" -v n="$iops" -v t="$RUNTIME" -v r="$row" -v bd="$build" \
-        'BEGIN {printf "  %s %s: daemon CPU %.1f us per read\n", r, bd, (a - b) / (n * t) * 1e6}' >&2
+      cpu_per_read "$build" "$row" "$cpu0" "$iops"
       echo "$iops iops" ;;
     nvme-seq)
       mount_with "$build" "$mode" --cache-size 32M --disk-model nvme
@@ -146,10 +154,13 @@ run_row() {
     warm-rand-16)
       mount_with "$build" "$mode" --cache-size 2G
       cat "$MNT/file" > /dev/null
-      local direct=0
-      echo "$(fio_value iops --filename="$MNT/file" --rw=randread --bs=4k --ioengine=psync \
+      local direct=0 cpu0 iops
+      cpu0=$(daemon_cpu)
+      iops=$(fio_value iops --filename="$MNT/file" --rw=randread --bs=4k --ioengine=psync \
         --numjobs=16 --direct="$direct" --runtime="$RUNTIME" --time_based --norandommap \
-        --invalidate=0) iops" ;;
+        --invalidate=0)
+      cpu_per_read "$build" "$row" "$cpu0" "$iops"
+      echo "$iops iops" ;;
     churn)
       mount_with "$build" "$mode" --cache-size 64M
       mkdir -p "$MNT/churn"
@@ -204,7 +215,24 @@ native_value() {  # native_value ROW MODE
   esac
 }
 
-declare -A VALUES NATIVE_VALUES UNIT
+# null_value JOBS: IOPS of rand_fio's direct-mode run on tipfs-null-fuse (a file of --size
+# bytes served from memory), mounted at $MNT for the run and unmounted after it.
+null_value() {
+  unmount
+  "$NULL_FUSE" --size "$SIZE" "$MNT" &
+  local pid=$! tries
+  for ((tries = 0; tries < 100; tries++)); do
+    [[ $(findmnt -n -o FSTYPE "$MNT" 2>/dev/null) = fuse.tipfs-null ]] && break
+    sleep 0.1
+  done
+  rand_fio direct "$1" "$MNT/file" || true
+  umount "$MNT" || umount -l "$MNT"
+  wait "$pid" || true
+}
+# The rows that get a null-fuse line, and their fio jobs (direct mode only).
+declare -A NULL_JOBS=([warm-rand-16]=16 [nvme-rand-32]=32)
+
+declare -A VALUES NATIVE_VALUES NULL_VALUES UNIT
 machine_note | tee "$RESULTS/table.txt"
 for ((r = 1; r <= REPEATS; r++)); do
   for row in $ROWS; do
@@ -222,6 +250,12 @@ for ((r = 1; r <= REPEATS; r++)); do
           unmount
           NATIVE_VALUES[$row.$mode]+="$(native_value "$row" "$mode") " ;;
       esac
+      if [[ $mode = direct && -n ${NULL_JOBS[$row]:-} ]]; then
+        value=$(null_value "${NULL_JOBS[$row]}")
+        NULL_VALUES[$row]+="$value "
+        echo "$(date -u +%FT%TZ),null-fuse,$row,$mode,$r,$value,iops" >> "$CSV"
+        printf '  repeat %d  %-13s %-6s %-6s %10s %s\n' "$r" "$row" "$mode" "null" "$value" iops >&2
+      fi
     done
   done
 done
@@ -272,8 +306,19 @@ goal() {
       [[ ${#BUILDS[@]} = 1 ]] && { cells=("-" "${cells[0]}"); ratios=("-" "${ratios[0]}"); }
       printf '%-13s %-6s %12s %12s %12s %8s %8s %9s  %s\n' "$row" "$mode" "${cells[0]}" \
         "${cells[1]}" "$ref" "${ratios[0]}" "${ratios[1]}" "$(goal "$row")" "${UNIT[$row]}"
+      if [[ $mode = direct && -n ${NULL_VALUES[$row]:-} ]]; then
+        # The same cells divided by the null file system's IOPS; its own cell: null / reference.
+        null=$(tr ' ' '\n' <<< "${NULL_VALUES[$row]}" | grep . | median)
+        nulls=()
+        for v in "${cells[@]}"; do nulls+=("$(ratio "$v" "$null")"); done
+        [[ ${#BUILDS[@]} = 1 ]] && nulls[0]="-"
+        printf '%-13s %-6s %12s %12s %12s %8s %8s %9s  %s\n' "  null-fuse" "" "" "" "$null" \
+          "${nulls[0]}" "${nulls[1]}" "$(ratio "$null" "$ref")" "null-fuse IOPS; null / reference"
+      fi
     done
   done
   echo "ratio: value / reference (churn: reference / value; higher is better). reference: the"
   echo "model's limit (rand, seq rows) or the same fio / churn on the backing file system."
+  echo "null-fuse lines: the row's cells / the same fio on tipfs-null-fuse (the FUSE ceiling); in"
+  echo "the goal column, null-fuse / the row's reference."
 } | tee -a "$RESULTS/table.txt"
