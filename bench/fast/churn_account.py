@@ -34,32 +34,16 @@ import statistics
 import subprocess
 import sys
 
-TRACE = "/sys/kernel/tracing"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from trace_events import LINE, TRACE, process_cpu_ns, start_events, tids, write  # noqa: E402
+
 NR_READ, NR_WRITEV, NR_SPLICE = 0, 20, 275
 CHURN_SYSCALLS = {257: "openat", 3: "close", 262: "newfstatat", 332: "statx", 87: "unlink",
                   263: "unlinkat", 4: "stat", 6: "lstat"}
 FOLLOWED = sorted({NR_READ, NR_WRITEV, NR_SPLICE} | set(CHURN_SYSCALLS))
-LINE = re.compile(r"^\s*(.*)-(\d+)\s+(?:\(\s*(\d+|-+)\)\s+)?\[(\d+)\]\s+\S+\s+([\d.]+):\s+"
-                  r"(\w+):\s+(.*)$")
 SYNC_OPS = {"FUSE_LOOKUP", "FUSE_CREATE", "FUSE_UNLINK", "FUSE_GETATTR", "FUSE_MKNOD",
             "FUSE_OPEN", "FUSE_FLUSH"}
-
-
-def write(path, value):
-    with open(os.path.join(TRACE, path), "w") as f:
-        f.write(value)
-
-
-def tids(pid):
-    try:
-        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
-    except FileNotFoundError:
-        return set()
-
-
-def process_cpu_ns(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) * 1e9 / os.sysconf("SC_CLK_TCK")
 
 
 def voluntary_switches(pid):
@@ -74,20 +58,8 @@ def voluntary_switches(pid):
 
 
 def record(daemon, churn, directory, files):
-    if not os.path.isdir(os.path.join(TRACE, "events")):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACE], check=True)
-    write("tracing_on", "0")
-    write("trace", "")
-    write("trace_clock", "mono")
-    write("buffer_size_kb", "65536")
-    write("set_event", "")
-    write("options/record-tgid", "1")
-    syscall_filter = " || ".join(f"id == {nr}" for nr in FOLLOWED)
-    for ev in ("raw_syscalls/sys_enter", "raw_syscalls/sys_exit"):
-        write(f"events/{ev}/filter", syscall_filter)
-    for ev in ("fuse/fuse_request_send", "fuse/fuse_request_end", "raw_syscalls/sys_enter",
-               "raw_syscalls/sys_exit"):
-        write(f"events/{ev}/enable", "1")
+    start_events(("fuse/fuse_request_send", "fuse/fuse_request_end", "raw_syscalls/sys_enter",
+                  "raw_syscalls/sys_exit"), FOLLOWED, buffer_kb=65536)
     cpu0, switches0 = process_cpu_ns(daemon), voluntary_switches(daemon)
     write("tracing_on", "1")
     proc = subprocess.Popen([churn, directory, str(files)], stdout=subprocess.PIPE, text=True)

@@ -45,7 +45,10 @@ import statistics
 import sys
 import time
 
-TRACE = "/sys/kernel/tracing"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from trace_events import LINE, TRACE, process_cpu_ns, start_events, tids, write  # noqa: E402
+
 THREADS_BEFORE, THREADS_AFTER, ROLES = {}, {}, {}
 FAULTS = None
 PROCESS_CPU = None
@@ -58,23 +61,9 @@ EVENTS = [
     "fuse/fuse_request_send", "fuse/fuse_request_end", "raw_syscalls/sys_enter",
     "raw_syscalls/sys_exit",
 ]
-LINE = re.compile(r"^\s*(.*)-(\d+)\s+(?:\(\s*(\d+|-+)\)\s+)?\[(\d+)\]\s+\S+\s+([\d.]+):\s+"
-                  r"(\w+):\s+(.*)$")
 # The system calls followed (x86-64 numbers); the raw_syscalls events are filtered to these, for
 # every process: FUSE workers that libfuse starts during the window are found by their tgid.
 FOLLOWED_SYSCALLS = (0, 1, 17, 19, 20, 202, 275, 327)
-
-
-def write(path, value):
-    with open(os.path.join(TRACE, path), "w") as f:
-        f.write(value)
-
-
-def tids(pid):
-    try:
-        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
-    except FileNotFoundError:
-        return set()
 
 
 def file_offset(path, vaddr):
@@ -138,12 +127,6 @@ def minor_faults(pid):
     return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[7])
 
 
-def process_cpu_ns(pid):
-    """User + system time of the whole process, all threads, the exited ones included."""
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) * 1e9 / os.sysconf("SC_CLK_TCK")
-
-
 def thread_roles(pid, samples=20, interval=0.01):
     """Role of each thread from where it sleeps (wchan) and its policy, sampled a few times."""
     seen = collections.defaultdict(collections.Counter)
@@ -171,17 +154,7 @@ def record(daemon, readers, seconds, mallocs=False, probes=(), events=None):
     pids = tids(daemon)
     for r in readers:
         pids |= tids(r)
-    write("tracing_on", "0")
-    write("trace", "")
-    write("trace_clock", "mono")
-    write("buffer_size_kb", "32768")
-    write("set_event", "")
-    pid_filter = " || ".join(f"id == {nr}" for nr in FOLLOWED_SYSCALLS)
-    write("options/record-tgid", "1")
-    for ev in events:
-        if ev.startswith("raw_syscalls"):
-            write(f"events/{ev}/filter", pid_filter)
-        write(f"events/{ev}/enable", "1")
+    start_events(events, FOLLOWED_SYSCALLS, buffer_kb=32768)
     uprobes = list(probes)
     if mallocs:
         # Counts the daemon's heap allocations (a uprobe on libc's malloc: every process's
