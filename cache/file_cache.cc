@@ -148,7 +148,10 @@ void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
     return;
   }
   if (b->queue == BlockQueue::kLru) {
-    if (b->in_tail) ++lru->tail_hits;
+    if (b->in_tail) {
+      ++lru->tail_hits;
+      ++counters_.lru_tail_hits;
+    }
     table_.PushLru(b);
   } else if (b->queue == BlockQueue::kEvictFirst) {
     table_.PushLru(b);
