@@ -123,6 +123,7 @@ class BlockTable {
   void PushEvictFirst(Block* b);
   void Unqueue(Block* b);  // from whichever queue holds it
   Block* LruColdest() const { return lru_.cold; }
+  Block* LruWarmest() const { return lru_.warm; }
   Block* EvictFirstColdest() const { return evict_first_.cold; }
   uint64_t lru_size() const { return lru_.size; }
   uint64_t evict_first_size() const { return evict_first_.size; }

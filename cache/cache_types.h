@@ -183,8 +183,9 @@ struct CacheStats {
   // valid granules between them) into a copy of the block.
   uint64_t demand_private_fetches = 0;
   uint64_t demand_span_fetches = 0;
-  uint64_t ghost_hits = 0;   // misses that one more LRU buffer would have turned into hits
-  uint64_t stall_nanos = 0;  // time readers waited for the disk for demand data
+  uint64_t ghost_hits = 0;     // misses that one more LRU buffer would have turned into hits
+  uint64_t lru_tail_hits = 0;  // hits in the LRU's tail window (the coldest buffers' worth)
+  uint64_t stall_nanos = 0;    // time readers waited for the disk for demand data
   // Read-ahead (unhinted sequential reads).
   uint64_t readahead_issued = 0;
   uint64_t readahead_hits = 0;  // first demand read of a read-ahead block
@@ -205,6 +206,14 @@ struct CacheStats {
   // window (informed caching; cache/tip_reuse.cc).
   uint64_t hinted_kept_for_reuse = 0;
   uint64_t shared_consumed = 0;  // hinted accesses of a shared stream read by a descendant
+  // Why a round's hinted prefetching stopped (TipManager::DecideOnce found nothing to issue):
+  // every disk had its share of prefetches; no stream had an access due on a disk with room;
+  // the best was beyond its horizon and hinted buffers left no room for that; the exchange found
+  // no buffer worth taking for it. What bounds the depth of a hinted reader's prefetching.
+  uint64_t prefetch_stops_disks_full = 0;
+  uint64_t prefetch_stops_no_candidate = 0;
+  uint64_t prefetch_stops_beyond_horizon = 0;
+  uint64_t prefetch_stops_no_buffer = 0;
   // Tainted speculative hints: bytes trimmed by the budget, and the most ever outstanding.
   uint64_t tainted_trimmed_bytes = 0;
   uint64_t tainted_outstanding_max_bytes = 0;

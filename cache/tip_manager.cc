@@ -497,7 +497,10 @@ bool TipManager::DecideOnce() {
   if (options_.hints_ignored) return false;
   // Nothing can be issued while every disk has its share of prefetches: the next completion
   // wakes the manager again.
-  if (!buffers_->AnyDiskHasRoom()) return false;
+  if (!buffers_->AnyDiskHasRoom()) {
+    ++counters_.prefetch_stops_disks_full;
+    return false;
+  }
   const int64_t now = clock_->NowNanos();
   HintStream* best = nullptr;
   size_t best_index = 0;
@@ -519,7 +522,10 @@ bool TipManager::DecideOnce() {
       best_beyond_horizon = beyond_horizon;
     }
   }
-  if (best == nullptr) return false;
+  if (best == nullptr) {
+    ++counters_.prefetch_stops_no_candidate;
+    return false;
+  }
   // Beyond the horizon only while buffers held for hints or in flight stay under half the
   // cache, and leave room for every stream's horizon: a small cache needs every buffer inside
   // the horizons (a block fetched beyond one and ejected again cost its disk a fetch).
@@ -534,10 +540,14 @@ bool TipManager::DecideOnce() {
     }
     if (2 * hinted > buffers_->capacity_blocks() ||
         static_cast<double>(hinted) + horizons > capacity) {
+      ++counters_.prefetch_stops_beyond_horizon;
       return false;
     }
   }
-  if (!MakeRoomForPrefetch(best_benefit, best, now, best_beyond_horizon)) return false;
+  if (!MakeRoomForPrefetch(best_benefit, best, now, best_beyond_horizon)) {
+    ++counters_.prefetch_stops_no_buffer;
+    return false;
+  }
   HintedAccess& a = best->at(best_index);
   Block* b =
       buffers_->IssuePrefetch(a.ino, a.block, CacheBuffers::Purpose::kHinted, a.file_size, now);
@@ -627,6 +637,10 @@ void TipManager::FillStats(CacheStats* stats) const {
   stats->hinted_ejected = counters_.hinted_ejected;
   stats->hinted_kept_for_reuse = counters_.hinted_kept_for_reuse;
   stats->shared_consumed = counters_.shared_consumed;
+  stats->prefetch_stops_disks_full = counters_.prefetch_stops_disks_full;
+  stats->prefetch_stops_no_candidate = counters_.prefetch_stops_no_candidate;
+  stats->prefetch_stops_beyond_horizon = counters_.prefetch_stops_beyond_horizon;
+  stats->prefetch_stops_no_buffer = counters_.prefetch_stops_no_buffer;
   stats->spec_redundant_bytes = counters_.spec_redundant_bytes;
   stats->streams_retired = counters_.streams_retired;
   for (size_t i = 0; i < kHintSourceCount; ++i) stats->accuracy[i] = accuracy_[i].accuracy();

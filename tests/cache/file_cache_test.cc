@@ -53,6 +53,36 @@ TEST(FileCacheTest, SecondReadIsAHitWithoutDiskRequests) {
   EXPECT_EQ(after.demand_misses, 6u);
 }
 
+// The LRU's tail window prices its coldest buffers (TipManager::LruCostRate). While the queue is
+// shorter than the window every block is in it, but a hit on the warmest block, a reader reading
+// again what it read last, is one an LRU of a single buffer has: not a tail hit. Counted, a
+// linker re-reading each object's block while its hints held the rest of the cache priced the
+// coldest LRU buffer above its prefetches (bench/spec/README.md, "What bounds ld's second run").
+TEST(FileCacheTest, RereadingTheWarmestBlockIsNoTailHit) {
+  CacheRig rig(2, kUnit, TestOptions(64));  // a tail window of 8 buffers
+  const std::string data = RandomBytes(3 * 4096, 4);
+  ASSERT_TRUE(rig.io->Write(3, 0, data.data(), data.size()).ok());
+  for (uint64_t b = 0; b < 3; ++b) {
+    ASSERT_EQ(rig.Read(kReader, 3, b * 4096, 4096, data.size()), data.substr(b * 4096, 4096));
+  }
+  CacheStats stats = rig.cache->Stats();
+  ASSERT_EQ(stats.lru_buffers, 3u);  // all three in the tail window
+  EXPECT_EQ(stats.lru_tail_hits, 0u);
+  for (int i = 0; i < 10; ++i) {  // block 2, the warmest, again and again
+    ASSERT_EQ(rig.Read(kReader, 3, 2 * 4096 + 100, 1000, data.size()),
+              data.substr(2 * 4096 + 100, 1000));
+  }
+  EXPECT_EQ(rig.cache->Stats().lru_tail_hits, 0u);
+  // Block 0, the coldest: a tail hit (an LRU one buffer smaller would have missed it).
+  ASSERT_EQ(rig.Read(kReader, 3, 0, 4096, data.size()), data.substr(0, 4096));
+  EXPECT_EQ(rig.cache->Stats().lru_tail_hits, 1u);
+  ASSERT_EQ(rig.Read(kReader, 3, 0, 4096, data.size()), data.substr(0, 4096));  // warmest now
+  ASSERT_EQ(rig.Read(kReader, 3, 4096, 4096, data.size()), data.substr(4096, 4096));
+  stats = rig.cache->Stats();
+  EXPECT_EQ(stats.lru_tail_hits, 2u);
+  EXPECT_EQ(stats.demand_misses, 3u);
+}
+
 TEST(FileCacheTest, RandomReadsWritesTruncatesMatchModel) {
   // A cache of 8 blocks over files of up to 200 KiB evicts all the time.
   CacheRig rig(3, kUnit, TestOptions(8));
