@@ -45,8 +45,7 @@ const ReadPredictor::Kept* ReadPredictor::Best(const Site& s, size_t length) con
   return best;
 }
 
-void ReadPredictor::Remember(uint64_t site, const struct iovec* iov, int iov_count,
-                             size_t length) {
+void ReadPredictor::Remember(uint64_t site, const struct iovec* iov, int iov_count, size_t length) {
   if (site == 0 || length == 0) return;
   const int index = IndexOf(site);
   Site* s = index >= 0 ? &sites_[index] : nullptr;
