@@ -1,6 +1,5 @@
 #include "speculate/history.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,47 +8,15 @@
 
 #include <algorithm>
 
+#include "speculate/raw_syscall.h"
 #include "tipfs/hint.h"
 
 namespace tipfs::spec {
 
 namespace {
 
-// What the history keeps of a file: its type, inode, size and mtime.
-struct FileFacts {
-  bool regular = false;
-  uint64_t ino = 0;
-  uint64_t size = 0;
-  int64_t mtime_nanos = 0;
-};
-
-// The facts of `path` relative to `dirfd` (AT_EMPTY_PATH in `flags` and "": of the descriptor).
-// statx asks for these fields only, not atime: a FUSE kernel marks atime stale after every read
-// it sends to the daemon, so stat(2) or fstat(2) of a file just read (the recorder's first read
-// of each file) went to the daemon, a synchronous round trip in the program's thread, and on
-// tipfs a Stat of the file's disks for st_blocks. Without atime in the mask the kernel answers
-// from the attributes it holds while they are valid (bench/rados/README.md, "What the
-// speculating run waited on").
-bool StatFacts(int dirfd, const char* path, int flags, FileFacts* facts) {
-  struct statx stx;
-  if (statx(dirfd, path, flags, STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MTIME, &stx) == 0) {
-    constexpr unsigned kNeeded = STATX_TYPE | STATX_INO | STATX_SIZE | STATX_MTIME;
-    if ((stx.stx_mask & kNeeded) != kNeeded) return false;
-    facts->regular = S_ISREG(stx.stx_mode);
-    facts->ino = stx.stx_ino;
-    facts->size = stx.stx_size;
-    facts->mtime_nanos =
-        static_cast<int64_t>(stx.stx_mtime.tv_sec) * 1000000000 + stx.stx_mtime.tv_nsec;
-    return true;
-  }
-  if (errno != ENOSYS) return false;
-  struct stat st;  // a kernel without statx (before 4.11)
-  if (fstatat(dirfd, path, &st, flags) != 0) return false;
-  facts->regular = S_ISREG(st.st_mode);
-  facts->ino = st.st_ino;
-  facts->size = static_cast<uint64_t>(st.st_size);
-  facts->mtime_nanos = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  return true;
+int64_t MtimeNanos(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
 // The watched mount `path` lies on, and the path relative to its root; -1 if none.
@@ -96,8 +63,11 @@ void HistoryRecorder::OnRead(int fd, uint64_t dev, uint64_t ino, uint64_t offset
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
     char target[4096];
     ssize_t n = readlink(link, target, sizeof(target) - 1);
-    FileFacts facts;
-    if (n <= 0 || target[0] != '/' || !StatFacts(fd, "", AT_EMPTY_PATH, &facts)) return;
+    // Without atime (RawFstatWithoutAtime): this file was just read, and a FUSE kernel marks its
+    // atime stale after every read it sends, so fstat(2) would wait for a GETATTR round trip in
+    // the program's thread (bench/rados/README.md, "What the speculating run waited on").
+    struct stat st;
+    if (n <= 0 || target[0] != '/' || RawFstatWithoutAtime(fd, &st) != 0) return;
     std::string path(target, static_cast<size_t>(n));
     if (recording_.files.size() >= kMaxHistoryFiles ||
         path_bytes_ + path.size() > kMaxHistoryPathBytes) {
@@ -105,7 +75,8 @@ void HistoryRecorder::OnRead(int fd, uint64_t dev, uint64_t ino, uint64_t offset
       return;
     }
     index = static_cast<uint32_t>(recording_.files.size());
-    recording_.files.push_back(RecordedFile{path, ino, facts.size, facts.mtime_nanos});
+    recording_.files.push_back(
+        RecordedFile{path, ino, static_cast<uint64_t>(st.st_size), MtimeNanos(st)});
     path_bytes_ += path.size();
     file_index_.emplace(std::make_pair(dev, ino), index);
   }
@@ -212,10 +183,12 @@ bool HistoryReplay::Hintable(size_t index) {
   if (!file.checked) {
     file.checked = true;
     const RecordedFile& recorded = recording_.files[recording_.reads[index].file];
-    FileFacts facts;
-    file.unchanged = file.mount >= 0 && StatFacts(AT_FDCWD, recorded.path.c_str(), 0, &facts) &&
-                     facts.regular && facts.ino == recorded.ino && facts.size == recorded.size &&
-                     facts.mtime_nanos == recorded.mtime_nanos;
+    struct stat st;
+    file.unchanged = file.mount >= 0 &&
+                     RawStatWithoutAtime(AT_FDCWD, recorded.path.c_str(), 0, &st) == 0 &&
+                     S_ISREG(st.st_mode) && st.st_ino == recorded.ino &&
+                     static_cast<uint64_t>(st.st_size) == recorded.size &&
+                     MtimeNanos(st) == recorded.mtime_nanos;
     if (!file.unchanged) ++counters_.files_changed;
   }
   return file.unchanged;

@@ -40,12 +40,14 @@ extern "C" char tipspec_raw_syscall_return[];
 
 namespace tipfs::spec {
 
-long RawFstatWithoutAtime(int fd, struct stat* st) {
-  static const char kEmpty[] = "";
+long RawStatWithoutAtime(int dirfd, const char* path, int flags, struct stat* st) {
   struct statx stx;
-  const long got = RawSyscall(SYS_statx, fd, reinterpret_cast<long>(kEmpty), AT_EMPTY_PATH,
+  const long got = RawSyscall(SYS_statx, dirfd, reinterpret_cast<long>(path), flags,
                               STATX_BASIC_STATS & ~STATX_ATIME, reinterpret_cast<long>(&stx));
-  if (got == -ENOSYS) return RawSyscall(SYS_fstat, fd, reinterpret_cast<long>(st));
+  if (got == -ENOSYS) {
+    return RawSyscall(SYS_newfstatat, dirfd, reinterpret_cast<long>(path),
+                      reinterpret_cast<long>(st), flags);
+  }
   if (got != 0) return got;
   *st = {};
   st->st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
@@ -62,6 +64,11 @@ long RawFstatWithoutAtime(int fd, struct stat* st) {
   st->st_mtim = {stx.stx_mtime.tv_sec, stx.stx_mtime.tv_nsec};
   st->st_ctim = {stx.stx_ctime.tv_sec, stx.stx_ctime.tv_nsec};
   return 0;
+}
+
+long RawFstatWithoutAtime(int fd, struct stat* st) {
+  static const char kEmpty[] = "";
+  return RawStatWithoutAtime(fd, kEmpty, AT_EMPTY_PATH, st);
 }
 
 uint64_t RawSyscallReturnAddress() {

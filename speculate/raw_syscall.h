@@ -27,6 +27,9 @@ inline long RawSyscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 =
 // without atime in the mask the attributes the kernel holds answer while they are valid. Nothing
 // here reads atime. Falls back to fstat where the kernel has no statx. 0 or a negative errno.
 long RawFstatWithoutAtime(int fd, struct stat* st);
+// The same for `path` relative to `dirfd`, as fstatat(2) with `flags` (AT_EMPTY_PATH and "": the
+// descriptor itself).
+long RawStatWithoutAtime(int dirfd, const char* path, int flags, struct stat* st);
 
 // The address the kernel reports as seccomp_data.instruction_pointer for calls made through
 // RawSyscall (the instruction after `syscall`).
