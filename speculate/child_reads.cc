@@ -84,13 +84,16 @@ void CountReadWithoutData(uint64_t site) {
   }
 }
 
-// Answers a read without data: with predicted bytes when `predict` and some fit, else, like
-// SpecHint, with whatever the buffer holds; either way with the length the read would have had.
+// Answers a read without data: with predicted bytes when `predicted_length` (the read's length,
+// found when the prediction was chosen) is not 0 and some still fit, else, like SpecHint, with
+// whatever the buffer holds; either way with the length the read would have had.
 long AnswerWithoutData(int fd, const Desc* d, const struct iovec* iov, int iov_count,
-                       uint64_t offset, uint64_t requested, uint64_t site, bool predict) {
+                       uint64_t offset, uint64_t requested, uint64_t site,
+                       uint64_t predicted_length) {
   CountReadWithoutData(site);
-  const uint64_t length = ReadLength(fd, d, offset, requested);
-  if (predict && g_state.predictor.Fill(site, iov, iov_count, length)) {
+  const uint64_t length =
+      predicted_length != 0 ? predicted_length : ReadLength(fd, d, offset, requested);
+  if (predicted_length != 0 && g_state.predictor.Fill(site, iov, iov_count, length)) {
     SharedLog* log = g_state.config.log;
     log->reads_predicted.fetch_add(1, std::memory_order_relaxed);
     // If the child goes astray soon after, the program blames the prediction (LearnFrom).
@@ -160,8 +163,9 @@ enum class WithoutData {
   kPredict,  // go on with bytes an earlier read at this learned site returned
 };
 
+// kPredict sets *length, the read's length (a size check of the file), for AnswerWithoutData.
 WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d, uint64_t offset,
-                          uint64_t requested) {
+                          uint64_t requested, uint64_t* length) {
   if (fork_point) return WithoutData::kWait;
   switch (g_state.config.wait) {
     case WaitPolicy::kAlways:
@@ -174,9 +178,9 @@ WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d,
   if (!g_state.config.sites->Contains(site)) return WithoutData::kGoOn;
   if (g_state.config.predict && g_state.predictor.Keeps(site) &&
       !g_state.config.unpredictable->Contains(site)) {
-    const uint64_t length = ReadLength(fd, d, offset, requested);
-    if (length == 0) return WithoutData::kGoOn;  // at the end: there is nothing to wait for
-    if (g_state.predictor.CanFill(site, length)) return WithoutData::kPredict;
+    *length = ReadLength(fd, d, offset, requested);
+    if (*length == 0) return WithoutData::kGoOn;  // at the end: there is nothing to wait for
+    if (g_state.predictor.CanFill(site, *length)) return WithoutData::kPredict;
   }
   g_state.config.log->waits_at_sites.fetch_add(1, std::memory_order_relaxed);
   return WithoutData::kWait;
@@ -240,13 +244,14 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   const bool fork_point = d->facts.watched && g_state.skip_next_log;
   uint64_t site = 0;
   WithoutData not_cached = WithoutData::kWait;
+  uint64_t length = 0;
   if (d->facts.watched) {
     // The site is needed to decide on waiting, and to tell the program where its first read
     // without data came from.
     if (g_state.config.wait == WaitPolicy::kLearned || !g_state.config.log->tainted()) {
       site = ReadSiteHere(*g_state.config.objects);
     }
-    not_cached = WhenNotCached(fork_point, site, fd, d, offset, requested);
+    not_cached = WhenNotCached(fork_point, site, fd, d, offset, requested, &length);
     if (fork_point) {
       g_state.skip_next_log = false;
     } else {
@@ -268,7 +273,7 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   if (d->facts.watched && !fork_point) LoggedReadDone();
   if (result == -EAGAIN && d->facts.watched) {
     result = AnswerWithoutData(fd, d, iov, iov_count, offset, requested, site,
-                               not_cached == WithoutData::kPredict);
+                               not_cached == WithoutData::kPredict ? length : 0);
   } else if (d->facts.watched) {
     RememberRead(fork_point, site, iov, iov_count, result);
   }
