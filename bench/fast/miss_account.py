@@ -235,6 +235,19 @@ class Stage:
     def add(self, name, us):
         self.values[name].append(us)
 
+    def add_wakeup(self, who, waking, wakeup, run, awake_us):
+        """The split of one wake-up of `who` (the worker or the reader): `waking` is the
+        sched_waking record (time, waker, target cpu, target idle, same cpu), then the times of
+        sched_wakeup and of its switch in; without a wake-up, `awake_us` as "was awake"."""
+        if not waking:
+            self.add(f"  {who} was awake (no wake-up)", awake_us)
+            return
+        key = "same" if waking[4] else "idle" if waking[3] else "busy"
+        up = wakeup or waking[0]
+        self.add(f"  {who} waking ({key} cpu) -> wakeup", up - waking[0])
+        if run:
+            self.add(f"  {who} wakeup -> running", run - up)
+
     def report(self, order, reads):
         print(f"{'stage':38s} {'median':>8s} {'mean':>8s} {'p90':>8s} {'n':>6s}")
         for name in order:
@@ -424,15 +437,8 @@ def main():
             stage.add("reader user", r["enter"] - r["prev_exit"])
         stage.add("syscall -> queued", r["send"] - r["enter"])
         stage.add("queued -> worker", r["worker_got"] - r["send"])
-        w = r.get("wake")
-        if w:
-            key = "same" if w[4] else "idle" if w[3] else "busy"
-            stage.add(f"  worker waking ({key} cpu) -> wakeup",
-                      (r["wakeup"] or w[0]) - w[0])
-            if r.get("run"):
-                stage.add("  worker wakeup -> running", r["run"] - (r["wakeup"] or w[0]))
-        else:
-            stage.add("  worker was awake (no wake-up)", r["worker_got"] - r["send"])
+        stage.add_wakeup("worker", r.get("wake"), r.get("wakeup"), r.get("run"),
+                         r["worker_got"] - r["send"])
         if "backing" in r:
             stage.add("worker -> backing", r["backing"] - r["worker_got"])
             stage.add("backing read", r.get("backing_exit", r["backing"]) - r["backing"])
@@ -446,15 +452,8 @@ def main():
             stage.add("worker -> reply", r["reply"] - r["worker_got"])
         stage.add("reply -> ended", r["end"] - r["reply"])
         stage.add("ended -> reader", r["exit"] - r["end"])
-        w = r.get("reader_wake")
-        if w:
-            key = "same" if w[4] else "idle" if w[3] else "busy"
-            up = r.get("reader_wakeup") or w[0]
-            stage.add(f"  reader waking ({key} cpu) -> wakeup", up - w[0])
-            if r.get("reader_run"):
-                stage.add("  reader wakeup -> running", r["reader_run"] - up)
-        else:
-            stage.add("  reader was awake (no wake-up)", r["exit"] - r["end"])
+        stage.add_wakeup("reader", r.get("reader_wake"), r.get("reader_wakeup"),
+                         r.get("reader_run"), r["exit"] - r["end"])
         rt = r.get("replier_tid")
         stage.add("whole pread", r["exit"] - r["enter"])
         if rt is not None:
