@@ -36,7 +36,7 @@ FIGURE_CSVS = {
     "breakdown.csv": ["workload", "variant", "subsystem", "median_share", "median_seconds"],
 }
 SYNTHETIC = ["agrep", "gnuld", "xdataslice", "loader"]
-REAL = ["grep", "tre-agrep", "ld", "gcc", "json"]
+REAL = ["grep", "tre-agrep", "sha256sum", "tar", "ld", "gcc", "json"]
 
 
 def read_csv(path: Path) -> list:

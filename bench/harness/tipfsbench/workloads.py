@@ -146,6 +146,23 @@ def _tre_agrep(tools: Tools, data: DataSets, program: str, fraction: float, scra
                       accept_codes=(0, 1))
 
 
+def _sha256sum(tools: Tools, data: DataSets, program: str, fraction: float, scratch: Path):
+    # Reads each file whole and looks at no byte's meaning: the case speculation serves fully.
+    files = _sorted_files(data.dir, "text", ".txt")
+    if fraction < 1:
+        files = files[:_count(len(files), fraction)]
+    return Invocation(["sha256sum", *files], [])
+
+
+def _tar(tools: Tools, data: DataSets, program: str, fraction: float, scratch: Path):
+    # An archive of the tree, written outside the mount. Names sorted and owners and times fixed,
+    # so the archive's bytes depend only on the files' names, modes and contents, wherever they
+    # are read from.
+    out = scratch / "tar-out.tar"
+    return Invocation(["tar", "-cf", out, "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
+                       "--numeric-owner", "text"], [out], canonical=_with_file_digest)
+
+
 def _with_file_digest(stdout: bytes, files: list) -> bytes:
     digest = hashlib.sha256()
     for path in files:
@@ -195,6 +212,8 @@ WORKLOADS = {
         Workload("loader", "loader", False, "loader (tipfs-bench-loader)", _loader),
         Workload("grep", "agrep", True, "GNU grep -r -F", _grep),
         Workload("tre-agrep", "agrep", True, "tre-agrep -k", _tre_agrep),
+        Workload("sha256sum", "agrep", True, "sha256sum of every file", _sha256sum),
+        Workload("tar", "agrep", True, "tar -cf of the tree", _tar),
         Workload("ld", "csrc", True, "GNU ld -r", _ld),
         Workload("gcc", "csrc", True, "gcc (collect2, ld) full link", _gcc),
         Workload("json", "json", True, "Python json.load() of shuffled files", _json),
