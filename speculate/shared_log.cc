@@ -46,6 +46,7 @@ void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes, uint64_t max_taint
   tainted_appended.store(0);
   waits_at_sites.store(0);
   reads_predicted.store(0);
+  reads_predicted_whole.store(0);
   ended.store(0);
   end_reason.store(0);
   end_syscall.store(0);

@@ -41,6 +41,13 @@ const char* EndReasonName(EndReason reason);
 
 enum class MatchResult { kMatched, kMismatch, kBehind };
 
+// SharedLog::last_without_data_predicted: how the child's latest read without data was answered.
+enum : uint32_t {
+  kNotPredicted = 0,     // garbage, or the read waited
+  kPredictedPadded = 1,  // a kept read padded to the read's length
+  kPredictedWhole = 2,   // a whole file kept, at its own length, then the end of the file
+};
+
 struct SharedLog {
   static constexpr uint32_t kCapacity = 4096;
 
@@ -93,11 +100,12 @@ struct SharedLog {
   // given predicted bytes (ReadPredictor): a child that predicts is judged by its latest.
   std::atomic<uint64_t> last_without_data_at;
   std::atomic<uint64_t> last_without_data_site;
-  std::atomic<uint32_t> last_without_data_predicted;
+  std::atomic<uint32_t> last_without_data_predicted;  // kNotPredicted, kPredicted*
   std::atomic<uint64_t> clean_bytes;
-  std::atomic<uint64_t> tainted_appended;  // entries logged after the first without data
-  std::atomic<uint64_t> waits_at_sites;    // reads the child waited for at learned sites
-  std::atomic<uint64_t> reads_predicted;   // reads without data given predicted bytes instead
+  std::atomic<uint64_t> tainted_appended;       // entries logged after the first without data
+  std::atomic<uint64_t> waits_at_sites;         // reads the child waited for at learned sites
+  std::atomic<uint64_t> reads_predicted;        // reads without data given predicted bytes instead
+  std::atomic<uint64_t> reads_predicted_whole;  // of those, given a whole file (and its end)
   // Lockstep only: logged reads the child has made (its read returned), and a futex word that
   // changes with it, so the program can do its own read only after the child's.
   std::atomic<uint64_t> reads_done;
