@@ -68,17 +68,14 @@ uint64_t ReadLength(int fd, const Desc* d, uint64_t offset, uint64_t requested) 
   return requested < size - offset ? requested : size - offset;
 }
 
-// A read the mount answered with EAGAIN (data not cached, not waited for). The first one ends the
-// clean hints.
-void CountReadWithoutData(uint64_t site) {
+// A read the mount answered with EAGAIN (data not cached, not waited for): logged entry `index`.
+// The first one ends the clean hints.
+void CountReadWithoutData(uint64_t index, uint64_t site) {
   SharedLog* log = g_state.config.log;
   log->reads_without_data.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t logged = log->appended.load(std::memory_order_relaxed);
-  log->last_without_data_site.store(site, std::memory_order_relaxed);
-  log->last_without_data_predicted.store(0, std::memory_order_relaxed);
-  log->last_without_data_at.store(logged, std::memory_order_relaxed);
+  log->MarkAnswer(index, kAnsweredGarbage, site);
   if (!log->tainted()) {
-    log->MarkTainted(logged - 1, site, log->bytes_appended.load(std::memory_order_relaxed));
+    log->MarkTainted(index, site, log->bytes_appended.load(std::memory_order_relaxed));
     // Should this fail, the mount keeps calling our hints clean: they are still capped (the
     // child's own tainted bound) and cancelled when the child ends, as before.
     g_state.config.sink->Attach(g_state.config.stream, g_state.config.epoch,
@@ -102,28 +99,33 @@ enum class WithoutData {
 long AnswerWithoutData(int fd, const Desc* d, const struct iovec* iov, int iov_count,
                        uint64_t offset, uint64_t requested, uint64_t site, WithoutData how,
                        uint64_t predicted_length, uint64_t* advance) {
-  CountReadWithoutData(site);
+  // The read was the last one logged (a read the program makes itself, at the fork point,
+  // always waits).
+  const uint64_t index = g_state.config.log->appended.load(std::memory_order_relaxed) - 1;
+  CountReadWithoutData(index, site);
   const bool predicts = how == WithoutData::kPredict || how == WithoutData::kPredictWhole;
   const uint64_t length = predicts ? predicted_length : ReadLength(fd, d, offset, requested);
   *advance = length;
   uint64_t answered = length;
-  uint32_t kind = kNotPredicted;
+  uint8_t answer = kAnsweredGarbage;
   if (how == WithoutData::kPredictWhole) {
     const size_t whole = g_state.predictor.FillWhole(site, iov, iov_count, requested);
     if (whole != 0) {
       answered = whole;
-      kind = kPredictedWhole;
+      answer = kAnsweredWhole;
     }
   }
-  if (predicts && kind == kNotPredicted && g_state.predictor.Fill(site, iov, iov_count, length)) {
-    kind = kPredictedPadded;
+  if (predicts && answer == kAnsweredGarbage &&
+      g_state.predictor.Fill(site, iov, iov_count, length)) {
+    answer = kAnsweredPadded;
   }
-  if (kind != kNotPredicted) {
+  if (answer != kAnsweredGarbage) {
     SharedLog* log = g_state.config.log;
     log->reads_predicted.fetch_add(1, std::memory_order_relaxed);
-    if (kind == kPredictedWhole) log->reads_predicted_whole.fetch_add(1, std::memory_order_relaxed);
+    if (answer == kAnsweredWhole)
+      log->reads_predicted_whole.fetch_add(1, std::memory_order_relaxed);
     // If the child goes astray soon after, the program blames the prediction (LearnFrom).
-    log->last_without_data_predicted.store(kind, std::memory_order_relaxed);
+    log->MarkAnswer(index, answer, site);
   }
   return static_cast<long>(answered);
 }

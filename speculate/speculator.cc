@@ -487,13 +487,7 @@ bool Speculator::ForkDue() {
 
 void Speculator::LearnFrom(StopCause cause) {
   if (options_.wait != WaitPolicy::kLearned) return;
-  // The read without data to judge: a child's first (every read after it was made on garbage),
-  // but for a child that predicted, its latest: predicted bytes have the right shape, so what
-  // came after a prediction was steered by it, not by garbage.
-  const bool predicted = log_->reads_predicted.load(std::memory_order_relaxed) != 0;
-  const uint64_t without_data =
-      (predicted ? log_->last_without_data_at : log_->without_data_at).load();
-  if (without_data == 0) return;  // it never read garbage
+  if (!log_->tainted()) return;  // it never read garbage
   // The entry it went astray at: the program's read that did not match it, or, for a child that
   // ended before the program's next read, one past its last.
   uint64_t astray;
@@ -504,11 +498,18 @@ void Speculator::LearnFrom(StopCause cause) {
   } else {
     return;  // behind, stopped, exec: nothing the data did
   }
-  // Entries [without_data, astray) were logged after the read without data.
-  if (astray < without_data || astray - without_data > kSoonReads) return;
-  const uint64_t site = (predicted ? log_->last_without_data_site : log_->without_data_site).load();
-  const uint32_t prediction = predicted ? log_->last_without_data_predicted.load() : kNotPredicted;
-  if (prediction != kNotPredicted) {
+  // The read without data to judge: the latest before the child went astray (at most kSoonReads
+  // entries were logged after it), whose bytes a program checks right after reading them; a
+  // predicted read's bytes have the right shape, so what came after a prediction was steered by
+  // it. Not the child's first: a linker's child read the symbol and string tables without data
+  // (harmless: zeros are a valid empty table) and died at the next object's header; blaming its
+  // first read learned the tables' sites, and children waited there in lockstep with the
+  // program until the waits were dropped (bench/spec/README.md, "The gnuld and loader workloads'
+  // first runs").
+  uint8_t answer = kAnsweredWithData;
+  uint64_t site = 0;
+  if (!log_->LatestWithoutData(astray, kSoonReads + 1, &answer, &site)) return;
+  if (answer != kAnsweredGarbage) {
     // A child that ran the program to a clean exit was not misled (it was forked near the end).
     if (cause == StopCause::kChildEnded &&
         log_->end_reason.load() == static_cast<uint32_t>(EndReason::kProgramExit) &&
@@ -519,7 +520,7 @@ void Speculator::LearnFrom(StopCause cause) {
     // misled the child. A whole file there misleads a program that checks what it read against
     // the file's size: later children of this run pad there instead. A padded one misleads one
     // that follows offsets it read: they wait there.
-    if (prediction == kPredictedWhole) {
+    if (answer == kAnsweredWhole) {
       if (not_whole_.Insert(site)) ++sites_not_whole_;
       return;
     }

@@ -2,7 +2,7 @@
  * libtipspec tests of issue 10 run it with and without `tipfs run`):
  *
  *   parse_records [--huge-on-bad] [--unlink-after PATH] [--skip-unreadable] [--one-site]
- *                 [--whole [--size-check]] [--work N] FILE...
+ *                 [--whole [--size-check]] [--trailer PATH] [--work N] FILE...
  *   parse_records --make N DIR
  *
  * Each FILE holds a 16-byte header ("REC1", record count, a checksum of the records) and that
@@ -21,6 +21,9 @@
  * + 1 bytes until end of file, all from one call), and the header must account for every byte
  * read. --size-check too: the bytes read must be st_size, and the header's records lie within
  * them (a program that checks its reads against the file's size, not against the header).
+ * --trailer PATH: after the k-th FILE is checked, 8 bytes at k * 64 KiB of PATH are read
+ * from a call of their own and not checked (a read whose bytes steer nothing, as a linker reads a
+ * string table: a child that gets zeros there goes on, and dies at the next file's header).
  * --make N DIR writes N such files of assorted sizes into DIR and exits. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -77,6 +80,13 @@ static int read_all(int fd, void* buffer, size_t n) {
 
 static char huge[64 << 20];
 
+/* --trailer: 8 bytes of the side file at `offset`, not checked. */
+static __attribute__((noinline)) void read_trailer(int fd, off_t offset) {
+  static volatile uint64_t trailer;
+  uint64_t bytes = 0;
+  if (pread(fd, &bytes, sizeof(bytes), offset) == (ssize_t)sizeof(bytes)) trailer ^= bytes;
+}
+
 /* --whole: the file read whole, its header checked against the bytes read (or, with
  * `size_check`, the bytes read against st_size). Returns 0, or -1 when short, -2 for a bad
  * header. *records is malloc'ed. */
@@ -128,7 +138,7 @@ static __attribute__((noinline)) int read_one_site(int fd, struct header* h,
 
 int main(int argc, char** argv) {
   int first = 1, huge_on_bad = 0, skip_unreadable = 0, one_site = 0, whole = 0, size_check = 0;
-  int work = 0;
+  int trailer = -1, work = 0;
   const char* unlink_after = NULL;
   if (argc >= 4 && strcmp(argv[1], "--make") == 0) return make(atoi(argv[2]), argv[3]);
   for (;;) {
@@ -147,6 +157,13 @@ int main(int argc, char** argv) {
     } else if (first < argc && strcmp(argv[first], "--size-check") == 0) {
       size_check = 1;
       first += 1;
+    } else if (first + 1 < argc && strcmp(argv[first], "--trailer") == 0) {
+      trailer = open(argv[first + 1], O_RDONLY);
+      if (trailer < 0) {
+        perror(argv[first + 1]);
+        return 2;
+      }
+      first += 2;
     } else if (first + 1 < argc && strcmp(argv[first], "--work") == 0) {
       work = atoi(argv[first + 1]);
       first += 2;
@@ -208,6 +225,7 @@ int main(int argc, char** argv) {
     }
     const char* name = strrchr(argv[i], '/');
     printf("%s %u %016llx\n", name != NULL ? name + 1 : argv[i], h.count, (unsigned long long)sum);
+    if (trailer >= 0) read_trailer(trailer, (off_t)(i - first) << 16);
     if (unlink_after != NULL) unlink(unlink_after);
   }
   return 0;

@@ -289,6 +289,26 @@ TEST_F(SpecParseTest, AWholeFileThatFailsASizeCheckIsPaddedThereInstead) {
   EXPECT_EQ(stats["sites_unpredictable"], 0u);
 }
 
+// The site learned is that of the child's latest read without data before it went astray, not
+// its first. With --trailer the program reads 8 bytes of a side file after each file's records
+// and does not check them: a child that gets zeros there goes on, reads the next file's header
+// without data and dies on it. Blaming its first read without data learned the trailer's site,
+// where waiting gains nothing (the children of a linker waited at its string tables, in lockstep
+// with it): one site more than the same program learns without the trailer reads.
+TEST_F(SpecParseTest, TheSiteLearnedIsThatOfTheLatestReadWithoutDataBeforeTheChildWentAstray) {
+  const Environment learned = {{"TIPSPEC_WAIT", "learned"}, {"TIPSPEC_PREDICT", "0"}};
+  std::map<std::string, uint64_t> plain = CompareRuns(Parser(), learned);
+  ASSERT_GE(plain["sites_learned"], 1u);
+  fs::remove_all(state_dir_);  // learn afresh
+  WriteFile(Path("side"), std::string(files_.size() << 16, 'x'));
+  std::vector<std::string> argv = {PARSE_RECORDS, "--trailer", "side"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  std::map<std::string, uint64_t> trailer = CompareRuns(argv, learned);
+  EXPECT_GE(trailer["reads_without_data"], 2u);
+  EXPECT_EQ(trailer["sites_learned"], plain["sites_learned"])
+      << "the trailer's site was learned (forks " << trailer["forks"] << ")";
+}
+
 // The program reads each file's header (cold: it stalls), then its records in two reads (cached).
 // A child forked after the header's stall logs the second records read, which the program uses,
 // and ends at the linker-like unlink after the file; the next child is forked at the program's
