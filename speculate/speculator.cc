@@ -504,8 +504,8 @@ void Speculator::LearnFrom(StopCause cause) {
   // it. Not the child's first: a linker's child read the symbol and string tables without data
   // (harmless: zeros are a valid empty table) and died at the next object's header; blaming its
   // first read learned the tables' sites, and children waited there in lockstep with the
-  // program until the waits were dropped (bench/spec/README.md, "The gnuld and loader workloads'
-  // first runs").
+  // program until the waits were dropped (bench/spec/README.md, "First runs of gnuld and the
+  // loader").
   uint8_t answer = kAnsweredWithData;
   uint64_t site = 0;
   if (!log_->LatestWithoutData(astray, kSoonReads + 1, &answer, &site)) return;
