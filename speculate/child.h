@@ -43,6 +43,9 @@ struct ChildConfig {
   // Learned sites where a predicted read (ReadPredictor) sent a child astray in this run: reads
   // there wait instead.
   const CriticalSites* unpredictable;
+  // Learned sites where a whole file predicted there sent a child astray in this run (a program
+  // that checks what it read against the file's size): reads there get padded predictions.
+  const CriticalSites* not_whole;
 };
 
 // REQUIRES: called in the child, right after the fork, by the only thread. Returns when the

@@ -5,8 +5,10 @@
 // learned to be data-critical (or always, or never: WaitPolicy), else the read returns without
 // it (EAGAIN from the mount) and the child goes on with whatever its buffer holds; at a learned
 // site it goes on with predicted bytes when it has any that fit (read_predictor.h), and waits
-// only when it has none. Its first read without data ends its clean hints: it re-attaches
-// tainted, and its later hints are tainted.
+// only when it has none: a read of a whole file gets a whole other file kept there, at that
+// file's length, and the shadow offset then stands at the real file's end (where the program's
+// next read will be); any other read gets a kept read padded to its length. Its first read
+// without data ends its clean hints: it re-attaches tainted, and its later hints are tainted.
 // Hazard 1: a read never moves an offset shared with the program (pread at the shadow offset).
 #include <fcntl.h>
 #include <string.h>
@@ -66,17 +68,14 @@ uint64_t ReadLength(int fd, const Desc* d, uint64_t offset, uint64_t requested) 
   return requested < size - offset ? requested : size - offset;
 }
 
-// A read the mount answered with EAGAIN (data not cached, not waited for). The first one ends the
-// clean hints.
-void CountReadWithoutData(uint64_t site) {
+// A read the mount answered with EAGAIN (data not cached, not waited for): logged entry `index`.
+// The first one ends the clean hints.
+void CountReadWithoutData(uint64_t index, uint64_t site) {
   SharedLog* log = g_state.config.log;
   log->reads_without_data.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t logged = log->appended.load(std::memory_order_relaxed);
-  log->last_without_data_site.store(site, std::memory_order_relaxed);
-  log->last_without_data_predicted.store(0, std::memory_order_relaxed);
-  log->last_without_data_at.store(logged, std::memory_order_relaxed);
+  log->MarkAnswer(index, kAnsweredGarbage, site);
   if (!log->tainted()) {
-    log->MarkTainted(logged - 1, site, log->bytes_appended.load(std::memory_order_relaxed));
+    log->MarkTainted(index, site, log->bytes_appended.load(std::memory_order_relaxed));
     // Should this fail, the mount keeps calling our hints clean: they are still capped (the
     // child's own tainted bound) and cancelled when the child ends, as before.
     g_state.config.sink->Attach(g_state.config.stream, g_state.config.epoch,
@@ -84,22 +83,51 @@ void CountReadWithoutData(uint64_t site) {
   }
 }
 
-// Answers a read without data: with predicted bytes when `predicted_length` (the read's length,
-// found when the prediction was chosen) is not 0 and some still fit, else, like SpecHint, with
-// whatever the buffer holds; either way with the length the read would have had.
+// What a read does when its data is not cached.
+enum class WithoutData {
+  kWait,          // wait for it
+  kGoOn,          // go on with whatever the buffer holds
+  kPredict,       // go on with bytes an earlier read at this learned site returned, padded
+  kPredictWhole,  // a read of a whole file: go on with a whole file read at this site before
+};
+
+// Answers a read without data: with predicted bytes when `how` says so and some still fit (the
+// read's `predicted_length` was found when the prediction was chosen), else, like SpecHint, with
+// whatever the buffer holds and the length the read would have had. *advance: how far the shadow
+// offset moves, the real read's length (after a whole file predicted, the real file's end is
+// where the program stands after its read, and where its next one goes).
 long AnswerWithoutData(int fd, const Desc* d, const struct iovec* iov, int iov_count,
-                       uint64_t offset, uint64_t requested, uint64_t site,
-                       uint64_t predicted_length) {
-  CountReadWithoutData(site);
-  const uint64_t length =
-      predicted_length != 0 ? predicted_length : ReadLength(fd, d, offset, requested);
-  if (predicted_length != 0 && g_state.predictor.Fill(site, iov, iov_count, length)) {
+                       uint64_t offset, uint64_t requested, uint64_t site, WithoutData how,
+                       uint64_t predicted_length, uint64_t* advance) {
+  // The read was the last one logged (a read the program makes itself, at the fork point,
+  // always waits).
+  const uint64_t index = g_state.config.log->appended.load(std::memory_order_relaxed) - 1;
+  CountReadWithoutData(index, site);
+  const bool predicts = how == WithoutData::kPredict || how == WithoutData::kPredictWhole;
+  const uint64_t length = predicts ? predicted_length : ReadLength(fd, d, offset, requested);
+  *advance = length;
+  uint64_t answered = length;
+  uint8_t answer = kAnsweredGarbage;
+  if (how == WithoutData::kPredictWhole) {
+    const size_t whole = g_state.predictor.FillWhole(site, iov, iov_count, requested);
+    if (whole != 0) {
+      answered = whole;
+      answer = kAnsweredWhole;
+    }
+  }
+  if (predicts && answer == kAnsweredGarbage &&
+      g_state.predictor.Fill(site, iov, iov_count, length)) {
+    answer = kAnsweredPadded;
+  }
+  if (answer != kAnsweredGarbage) {
     SharedLog* log = g_state.config.log;
     log->reads_predicted.fetch_add(1, std::memory_order_relaxed);
+    if (answer == kAnsweredWhole)
+      log->reads_predicted_whole.fetch_add(1, std::memory_order_relaxed);
     // If the child goes astray soon after, the program blames the prediction (LearnFrom).
-    log->last_without_data_predicted.store(1, std::memory_order_relaxed);
+    log->MarkAnswer(index, answer, site);
   }
-  return static_cast<long>(length);
+  return static_cast<long>(answered);
 }
 
 long ReadMemoryDevice(const Desc* d, char* buffer, uint64_t length) {
@@ -156,16 +184,10 @@ int ReadFd(int fd, Desc* d, bool waits) {
   return fd;
 }
 
-// What a read does when its data is not cached.
-enum class WithoutData {
-  kWait,     // wait for it
-  kGoOn,     // go on with whatever the buffer holds
-  kPredict,  // go on with bytes an earlier read at this learned site returned
-};
-
-// kPredict sets *length, the read's length (a size check of the file), for AnswerWithoutData.
+// kPredict and kPredictWhole set *length, the read's length (a size check of the file), for
+// AnswerWithoutData. `at_shadow_offset`: a read(2)-style read (no offset of its own).
 WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d, uint64_t offset,
-                          uint64_t requested, uint64_t* length) {
+                          uint64_t requested, bool at_shadow_offset, uint64_t* length) {
   if (fork_point) return WithoutData::kWait;
   switch (g_state.config.wait) {
     case WaitPolicy::kAlways:
@@ -180,6 +202,15 @@ WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d,
       !g_state.config.unpredictable->Contains(site)) {
     *length = ReadLength(fd, d, offset, requested);
     if (*length == 0) return WithoutData::kGoOn;  // at the end: there is nothing to wait for
+    // The whole file, asked for with room to spare (the program expects to see its end, as a
+    // loader reading st_size + 1 bytes does): another whole file, then the end. Only at the
+    // shadow offset, which can then stand at the real end: a program that preads computes its
+    // next offset from what the read returned.
+    if (at_shadow_offset && offset == 0 && requested > *length &&
+        !g_state.config.not_whole->Contains(site) &&
+        g_state.predictor.WholeFits(site, requested) != 0) {
+      return WithoutData::kPredictWhole;
+    }
     if (g_state.predictor.CanFill(site, *length)) return WithoutData::kPredict;
   }
   g_state.config.log->waits_at_sites.fetch_add(1, std::memory_order_relaxed);
@@ -188,13 +219,17 @@ WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d,
 
 // Real data read at a learned site (or at the fork point, where the program reads it too) is kept
 // for predictions of later reads there.
-void RememberRead(bool fork_point, uint64_t site, const struct iovec* iov, int iov_count,
-                  long result) {
+// A read from the start that came back short (the end of the file) or with the file's size is
+// a whole file.
+void RememberRead(bool fork_point, uint64_t site, const Desc* d, uint64_t offset,
+                  uint64_t requested, const struct iovec* iov, int iov_count, long result) {
   if (result <= 0 || !g_state.config.predict || g_state.config.wait != WaitPolicy::kLearned) {
     return;
   }
   if (fork_point || g_state.config.sites->Contains(site)) {
-    g_state.predictor.Remember(site, iov, iov_count, static_cast<size_t>(result));
+    const uint64_t got = static_cast<uint64_t>(result);
+    const bool whole = offset == 0 && (got < requested || got == d->facts.size);
+    g_state.predictor.Remember(site, iov, iov_count, got, whole);
   }
 }
 
@@ -251,7 +286,8 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
     if (g_state.config.wait == WaitPolicy::kLearned || !g_state.config.log->tainted()) {
       site = ReadSiteHere(*g_state.config.objects);
     }
-    not_cached = WhenNotCached(fork_point, site, fd, d, offset, requested, &length);
+    not_cached =
+        WhenNotCached(fork_point, site, fd, d, offset, requested, explicit_offset < 0, &length);
     if (fork_point) {
       g_state.skip_next_log = false;
     } else {
@@ -271,13 +307,14 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
                  static_cast<long>(offset), 0);
   }
   if (d->facts.watched && !fork_point) LoggedReadDone();
+  uint64_t advance = result > 0 ? static_cast<uint64_t>(result) : 0;
   if (result == -EAGAIN && d->facts.watched) {
-    result = AnswerWithoutData(fd, d, iov, iov_count, offset, requested, site,
-                               not_cached == WithoutData::kPredict ? length : 0);
+    result = AnswerWithoutData(fd, d, iov, iov_count, offset, requested, site, not_cached, length,
+                               &advance);
   } else if (d->facts.watched) {
-    RememberRead(fork_point, site, iov, iov_count, result);
+    RememberRead(fork_point, site, d, offset, requested, iov, iov_count, result);
   }
-  if (result > 0 && explicit_offset < 0) d->offset += static_cast<uint64_t>(result);
+  if (result > 0 && explicit_offset < 0) d->offset += advance;
   return result;
 }
 

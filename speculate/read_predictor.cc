@@ -45,7 +45,8 @@ const ReadPredictor::Kept* ReadPredictor::Best(const Site& s, size_t length) con
   return best;
 }
 
-void ReadPredictor::Remember(uint64_t site, const struct iovec* iov, int iov_count, size_t length) {
+void ReadPredictor::Remember(uint64_t site, const struct iovec* iov, int iov_count, size_t length,
+                             bool whole) {
   if (site == 0 || length == 0) return;
   const int index = IndexOf(site);
   Site* s = index >= 0 ? &sites_[index] : nullptr;
@@ -81,6 +82,7 @@ void ReadPredictor::Remember(uint64_t site, const struct iovec* iov, int iov_cou
   }
   slot->length = static_cast<uint32_t>(copied);
   slot->text = memchr(slot->bytes, 0, copied) == nullptr;
+  slot->whole = whole && copied == length;
   slot->age = clock_;
 }
 
@@ -97,6 +99,30 @@ bool ReadPredictor::Fill(uint64_t site, const struct iovec* iov, int iov_count,
   CopyInto(iov, iov_count, 0, best->bytes, best->length, 0);
   CopyInto(iov, iov_count, best->length, nullptr, length - best->length, best->text ? '\n' : 0);
   return true;
+}
+
+const ReadPredictor::Kept* ReadPredictor::BestWhole(uint64_t site, size_t capacity) const {
+  const int index = IndexOf(site);
+  if (index < 0) return nullptr;
+  const Kept* best = nullptr;
+  for (const Kept& k : sites_[index].reads) {
+    if (k.length == 0 || !k.whole || k.length >= capacity) continue;
+    if (best == nullptr || k.length > best->length) best = &k;
+  }
+  return best;
+}
+
+size_t ReadPredictor::WholeFits(uint64_t site, size_t capacity) const {
+  const Kept* best = BestWhole(site, capacity);
+  return best == nullptr ? 0 : best->length;
+}
+
+size_t ReadPredictor::FillWhole(uint64_t site, const struct iovec* iov, int iov_count,
+                                size_t capacity) const {
+  const Kept* best = BestWhole(site, capacity);
+  if (best == nullptr) return 0;
+  CopyInto(iov, iov_count, 0, best->bytes, best->length, 0);
+  return best->length;
 }
 
 }  // namespace tipfs::spec

@@ -7,6 +7,10 @@
 // longest of them that fits, padded to the read's length (newlines after text, which JSON and
 // line formats skip; zeros after binary). It then parses on, opens the next file and hints it. The
 // hints are tainted (made on predicted data), so the mount caps and discounts them as any other.
+// A read of a whole file (from its start to its end, as loaders read a sample) can instead get a
+// whole other file read there, at its own length (FillWhole): padding would make a format whose
+// header gives the length of what follows disagree with the bytes returned, while another whole
+// file is self-consistent (its header, its payload, its digest) and ends where its header says.
 //
 // Fixed-size and allocation-free: used from the child's SIGSYS handler only (async-signal-safe).
 // Not thread-safe (the child has one thread).
@@ -25,9 +29,11 @@ class ReadPredictor {
   static constexpr int kReadsPerSite = 8;  // real reads kept per site
   static constexpr size_t kMaxBytes = 64 << 10;  // of each read, its first bytes only
 
-  // Keeps the first `length` bytes (at most kMaxBytes) that a read at `site` returned into `iov`.
-  // The site's oldest read makes room, except its shortest (the one that fits most reads).
-  void Remember(uint64_t site, const struct iovec* iov, int iov_count, size_t length);
+  // Keeps the first `length` bytes (at most kMaxBytes) that a read at `site` returned into `iov`;
+  // `whole`: they are a whole file (read from its start to its end). The site's oldest read makes
+  // room, except its shortest (the one that fits most reads).
+  void Remember(uint64_t site, const struct iovec* iov, int iov_count, size_t length,
+                bool whole = false);
   // True when some read at `site` is kept.
   bool Keeps(uint64_t site) const { return IndexOf(site) >= 0; }
   // True when a read kept at `site` is no longer than `length` (and `length` > 0).
@@ -36,11 +42,18 @@ class ReadPredictor {
   // read kept at `site` no longer than `length`, then padding. False, writing nothing, when none
   // fits.
   bool Fill(uint64_t site, const struct iovec* iov, int iov_count, size_t length) const;
+  // The length of the longest whole file kept at `site` that is shorter than `capacity` (so that
+  // a read of `capacity` bytes returning it shows the end of the file), or 0 when none is.
+  size_t WholeFits(uint64_t site, size_t capacity) const;
+  // Writes that file into `iov` (the caller checked that they hold `capacity` bytes) and returns
+  // its length; 0, writing nothing, when none fits.
+  size_t FillWhole(uint64_t site, const struct iovec* iov, int iov_count, size_t capacity) const;
 
  private:
   struct Kept {
     uint32_t length;  // 0: unused
     bool text;        // no NUL byte: padded with newlines, else zeros
+    bool whole;       // a whole file, all of it kept
     uint64_t age;     // when it was remembered (the predictor's counter)
     char bytes[kMaxBytes];
   };
@@ -51,6 +64,7 @@ class ReadPredictor {
   };
   int IndexOf(uint64_t site) const;  // -1: not kept
   const Kept* Best(const Site& s, size_t length) const;
+  const Kept* BestWhole(uint64_t site, size_t capacity) const;
 
   Site sites_[kSites] = {};
   uint64_t clock_ = 0;

@@ -38,14 +38,12 @@ void SharedLog::Reset(uint32_t max_hints, uint64_t max_bytes, uint64_t max_taint
   max_tainted_bytes = max_tainted;
   without_data_at.store(0);
   without_data_site.store(0);
-  last_without_data_at.store(0);
-  last_without_data_site.store(0);
-  last_without_data_predicted.store(0);
   exit_status.store(0);
   clean_bytes.store(0);
   tainted_appended.store(0);
   waits_at_sites.store(0);
   reads_predicted.store(0);
+  reads_predicted_whole.store(0);
   ended.store(0);
   end_reason.store(0);
   end_syscall.store(0);
@@ -86,10 +84,31 @@ void SharedLog::MarkTainted(uint64_t index, uint64_t site, uint64_t clean_logged
 void SharedLog::Append(const LogEntry& entry) {
   uint64_t index = appended.load(std::memory_order_relaxed);
   entries[index % kCapacity] = entry;
+  answers[index % kCapacity].store(kAnsweredWithData, std::memory_order_relaxed);
   bytes_appended.store(bytes_appended.load(std::memory_order_relaxed) + entry.length,
                        std::memory_order_relaxed);
   appended.store(index + 1, std::memory_order_release);
   appended_seq.store(static_cast<uint32_t>(index + 1), std::memory_order_release);
+}
+
+void SharedLog::MarkAnswer(uint64_t index, uint8_t how, uint64_t site) {
+  answer_sites[index % kCapacity].store(site, std::memory_order_relaxed);
+  answers[index % kCapacity].store(how, std::memory_order_relaxed);
+}
+
+bool SharedLog::LatestWithoutData(uint64_t end, uint64_t window, uint8_t* how,
+                                  uint64_t* site) const {
+  const uint64_t written = appended.load(std::memory_order_acquire);
+  if (end > written) end = written;
+  for (uint64_t i = end; i > 0 && end - i < window; --i) {
+    if (written - (i - 1) > kCapacity) return false;  // written over by later entries
+    const uint8_t answer = answers[(i - 1) % kCapacity].load(std::memory_order_relaxed);
+    if (answer == kAnsweredWithData) continue;
+    *how = answer;
+    *site = answer_sites[(i - 1) % kCapacity].load(std::memory_order_relaxed);
+    return true;
+  }
+  return false;
 }
 
 MatchResult SharedLog::MatchNext(uint64_t dev, uint64_t ino, uint64_t offset) {

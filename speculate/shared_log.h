@@ -41,6 +41,14 @@ const char* EndReasonName(EndReason reason);
 
 enum class MatchResult { kMatched, kMismatch, kBehind };
 
+// How the child answered one of its logged reads (SharedLog::answers).
+enum : uint8_t {
+  kAnsweredWithData = 0,  // cached, or waited for
+  kAnsweredGarbage = 1,   // without data: with whatever the buffer held
+  kAnsweredPadded = 2,    // without data: a kept read padded to the read's length (ReadPredictor)
+  kAnsweredWhole = 3,     // without data: a whole file kept, at its own length, then end of file
+};
+
 struct SharedLog {
   static constexpr uint32_t kCapacity = 4096;
 
@@ -71,6 +79,13 @@ struct SharedLog {
   void MarkTainted(uint64_t index, uint64_t site, uint64_t clean_logged);
   bool tainted() const { return without_data_at.load(std::memory_order_acquire) != 0; }
 
+  // Child: logged entry `index` was answered without data, `how` (kAnswered*), at read site
+  // `site`. Before it logs the next entry, so the parent sees it once it sees that one.
+  void MarkAnswer(uint64_t index, uint8_t how, uint64_t site);
+  // Parent: the latest of the `window` entries before entry `end` that the child answered without
+  // data: how, and where; false when none of them was (or they were written over).
+  bool LatestWithoutData(uint64_t end, uint64_t window, uint8_t* how, uint64_t* site) const;
+
   std::atomic<uint32_t> ended;  // 1 once the child stopped speculating
   std::atomic<uint32_t> end_reason;
   std::atomic<uint32_t> end_syscall;
@@ -89,20 +104,20 @@ struct SharedLog {
   // is what was logged after).
   std::atomic<uint64_t> without_data_at;
   std::atomic<uint64_t> without_data_site;
-  // The same of its latest read without data (1 + index, 0: none), and 1 when that one was
-  // given predicted bytes (ReadPredictor): a child that predicts is judged by its latest.
-  std::atomic<uint64_t> last_without_data_at;
-  std::atomic<uint64_t> last_without_data_site;
-  std::atomic<uint32_t> last_without_data_predicted;
   std::atomic<uint64_t> clean_bytes;
-  std::atomic<uint64_t> tainted_appended;  // entries logged after the first without data
-  std::atomic<uint64_t> waits_at_sites;    // reads the child waited for at learned sites
-  std::atomic<uint64_t> reads_predicted;   // reads without data given predicted bytes instead
+  std::atomic<uint64_t> tainted_appended;       // entries logged after the first without data
+  std::atomic<uint64_t> waits_at_sites;         // reads the child waited for at learned sites
+  std::atomic<uint64_t> reads_predicted;        // reads without data given predicted bytes instead
+  std::atomic<uint64_t> reads_predicted_whole;  // of those, given a whole file (and its end)
   // Lockstep only: logged reads the child has made (its read returned), and a futex word that
   // changes with it, so the program can do its own read only after the child's.
   std::atomic<uint64_t> reads_done;
   std::atomic<uint32_t> reads_done_seq;
   LogEntry entries[kCapacity];
+  // Per entry, how the child answered the read and (when without data) from which read site:
+  // the program judges the read a child went astray after (Speculator::LearnFrom).
+  std::atomic<uint8_t> answers[kCapacity];
+  std::atomic<uint64_t> answer_sites[kCapacity];
 };
 
 // Futex helpers on a word of a shared (not process-private) mapping, through RawSyscall so the

@@ -487,13 +487,7 @@ bool Speculator::ForkDue() {
 
 void Speculator::LearnFrom(StopCause cause) {
   if (options_.wait != WaitPolicy::kLearned) return;
-  // The read without data to judge: a child's first (every read after it was made on garbage),
-  // but for a child that predicted, its latest: predicted bytes have the right shape, so what
-  // came after a prediction was steered by it, not by garbage.
-  const bool predicted = log_->reads_predicted.load(std::memory_order_relaxed) != 0;
-  const uint64_t without_data =
-      (predicted ? log_->last_without_data_at : log_->without_data_at).load();
-  if (without_data == 0) return;  // it never read garbage
+  if (!log_->tainted()) return;  // it never read garbage
   // The entry it went astray at: the program's read that did not match it, or, for a child that
   // ended before the program's next read, one past its last.
   uint64_t astray;
@@ -504,10 +498,18 @@ void Speculator::LearnFrom(StopCause cause) {
   } else {
     return;  // behind, stopped, exec: nothing the data did
   }
-  // Entries [without_data, astray) were logged after the read without data.
-  if (astray < without_data || astray - without_data > kSoonReads) return;
-  const uint64_t site = (predicted ? log_->last_without_data_site : log_->without_data_site).load();
-  if (predicted && log_->last_without_data_predicted.load() != 0) {
+  // The read without data to judge: the latest before the child went astray (at most kSoonReads
+  // entries were logged after it), whose bytes a program checks right after reading them; a
+  // predicted read's bytes have the right shape, so what came after a prediction was steered by
+  // it. Not the child's first: a linker's child read the symbol and string tables without data
+  // (harmless: zeros are a valid empty table) and died at the next object's header; blaming its
+  // first read learned the tables' sites, and children waited there in lockstep with the
+  // program until the waits were dropped (bench/spec/README.md, "First runs of gnuld and the
+  // loader").
+  uint8_t answer = kAnsweredWithData;
+  uint64_t site = 0;
+  if (!log_->LatestWithoutData(astray, kSoonReads + 1, &answer, &site)) return;
+  if (answer != kAnsweredGarbage) {
     // A child that ran the program to a clean exit was not misled (it was forked near the end).
     if (cause == StopCause::kChildEnded &&
         log_->end_reason.load() == static_cast<uint32_t>(EndReason::kProgramExit) &&
@@ -515,7 +517,13 @@ void Speculator::LearnFrom(StopCause cause) {
       return;
     }
     // Learned already (reads are predicted only at learned sites): it was the prediction that
-    // misled the child, so later children of this run wait there instead.
+    // misled the child. A whole file there misleads a program that checks what it read against
+    // the file's size: later children of this run pad there instead. A padded one misleads one
+    // that follows offsets it read: they wait there.
+    if (answer == kAnsweredWhole) {
+      if (not_whole_.Insert(site)) ++sites_not_whole_;
+      return;
+    }
     const size_t before = unpredictable_.size();
     unpredictable_.Insert(site);
     counters_.sites_unpredictable += unpredictable_.size() - before;
@@ -598,11 +606,14 @@ void Speculator::Fork() {
   if (options_.wait == WaitPolicy::kAlways) ++children_waiting_;
   // Learned waits that did not pay are dropped for the rest of the run (site_waits.h).
   child_given_sites_ = options_.wait == WaitPolicy::kLearned && site_waits_.GiveSites();
-  ChildConfig config{&watch_,          &sink_,         &filter_,
-                     snapshot_,        log_,           sizeof(SharedLog),
-                     stream_,          epoch_,         options_.wait,
-                     options_.predict, &objects_,      child_given_sites_ ? &sites_ : &no_sites_,
-                     getpid(),         &unpredictable_};
+  ChildConfig config{&watch_,       &sink_,
+                     &filter_,      snapshot_,
+                     log_,          sizeof(SharedLog),
+                     stream_,       epoch_,
+                     options_.wait, options_.predict,
+                     &objects_,     child_given_sites_ ? &sites_ : &no_sites_,
+                     getpid(),      &unpredictable_,
+                     &not_whole_};
   // A raw clone with no exit signal: no SIGCHLD for the program, invisible to its wait(-1), and
   // no pthread_atfork handlers (the program's own would think it forked).
   long pid = syscall(SYS_clone, 0, 0, 0, 0, 0);
@@ -638,6 +649,7 @@ void Speculator::RecordChildExit(int slot, int wait_status) {
   counters_.hints_clean += log->appended.load() - log->tainted_appended.load();
   counters_.waits_at_sites += log->waits_at_sites.load();
   counters_.reads_predicted += log->reads_predicted.load();
+  reads_predicted_whole_ += log->reads_predicted_whole.load();
   counters_.hint_bytes_issued += log->bytes_appended.load();
   counters_.hint_bytes_consumed += log->bytes_consumed.load();
   counters_.reads_without_data += log->reads_without_data.load();
@@ -785,6 +797,7 @@ void Speculator::AfterForkInChild() {
   owner_tid_.store(0);
   stream_ = static_cast<uint64_t>(getpid());
   counters_ = tipspec_counters{};
+  reads_predicted_whole_ = sites_not_whole_ = 0;
   policy_.Start(NowNanos());
   faults_charged_ = -1;
   forks_without_slot_ = 0;

@@ -128,8 +128,23 @@ void Speculator::PrintStatsIfAsked() {
       {"site_waits_dropped", c.site_waits_dropped},
       {"sites_refuted", c.sites_refuted},
   };
+  uint64_t reads_predicted_whole;
+  uint64_t sites_not_whole;
+  {
+    Locked lock(&mu_);
+    reads_predicted_whole = reads_predicted_whole_;
+    if (child_pid_ > 0) reads_predicted_whole += log_->reads_predicted_whole.load();
+    sites_not_whole = sites_not_whole_;
+  }
+  const std::pair<const char*, uint64_t> stats_only[] = {
+      {"reads_predicted_whole", reads_predicted_whole},
+      {"sites_not_whole", sites_not_whole},
+  };
   std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
   for (const auto& [name, value] : fields) {
+    text += std::string("tipspec.") + name + " " + std::to_string(value) + "\n";
+  }
+  for (const auto& [name, value] : stats_only) {
     text += std::string("tipspec.") + name + " " + std::to_string(value) + "\n";
   }
   int fd = 2;

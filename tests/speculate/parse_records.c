@@ -2,7 +2,7 @@
  * libtipspec tests of issue 10 run it with and without `tipfs run`):
  *
  *   parse_records [--huge-on-bad] [--unlink-after PATH] [--skip-unreadable] [--one-site]
- *                 [--work N] FILE...
+ *                 [--whole [--size-check]] [--trailer PATH] [--work N] FILE...
  *   parse_records --make N DIR
  *
  * Each FILE holds a 16-byte header ("REC1", record count, a checksum of the records) and that
@@ -17,12 +17,20 @@
  * --one-site: the header and the records are read in one piece each, both by the same read call
  * (one read site, as GNU grep reads every file). --work N: each file's records are summed N
  * times more (CPU work per file, so that a child covering one file costs more than it saves).
+ * --whole: each file is read whole, as a data loader reads a sample (fstat, then reads of st_size
+ * + 1 bytes until end of file, all from one call), and the header must account for every byte
+ * read. --size-check too: the bytes read must be st_size, and the header's records lie within
+ * them (a program that checks its reads against the file's size, not against the header).
+ * --trailer PATH: after the k-th FILE is checked, 8 bytes at k * 64 KiB of PATH are read
+ * from a call of their own and not checked (a read whose bytes steer nothing, as a linker reads a
+ * string table: a child that gets zeros there goes on, and dies at the next file's header).
  * --make N DIR writes N such files of assorted sizes into DIR and exits. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct header {
@@ -72,6 +80,45 @@ static int read_all(int fd, void* buffer, size_t n) {
 
 static char huge[64 << 20];
 
+/* --trailer: 8 bytes of the side file at `offset`, not checked. */
+static __attribute__((noinline)) void read_trailer(int fd, off_t offset) {
+  static volatile uint64_t trailer;
+  uint64_t bytes = 0;
+  if (pread(fd, &bytes, sizeof(bytes), offset) == (ssize_t)sizeof(bytes)) trailer ^= bytes;
+}
+
+/* --whole: the file read whole, its header checked against the bytes read (or, with
+ * `size_check`, the bytes read against st_size). Returns 0, or -1 when short, -2 for a bad
+ * header. *records is malloc'ed. */
+static __attribute__((noinline)) int read_whole(int fd, int size_check, struct header* h,
+                                                unsigned char** records) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return -1;
+  const size_t capacity = (size_t)st.st_size + 1;
+  unsigned char* bytes = malloc(capacity);
+  size_t got = 0;
+  ssize_t n;
+  while (got < capacity && (n = read(fd, bytes + got, capacity - got)) > 0) got += (size_t)n;
+  int status = 0;
+  if (size_check && got != (size_t)st.st_size) {
+    status = -1;
+  } else if (got < sizeof(*h)) {
+    status = -2;
+  } else {
+    memcpy(h, bytes, sizeof(*h));
+    const size_t need = sizeof(*h) + (size_t)h->count * 64;
+    if (memcmp(h->magic, "REC1", 4) != 0 || h->count > 100000 ||
+        (size_check ? need > got : need != got)) {
+      status = -2;
+    } else {
+      *records = malloc((size_t)h->count * 64 + 1);
+      memcpy(*records, bytes + sizeof(*h), (size_t)h->count * 64);
+    }
+  }
+  free(bytes);
+  return status;
+}
+
 /* --one-site: the header, then the records it announces, from one call instruction. Returns 0, or
  * -1 when short, -2 for a bad header. *records is malloc'ed. */
 static __attribute__((noinline)) int read_one_site(int fd, struct header* h,
@@ -90,7 +137,8 @@ static __attribute__((noinline)) int read_one_site(int fd, struct header* h,
 }
 
 int main(int argc, char** argv) {
-  int first = 1, huge_on_bad = 0, skip_unreadable = 0, one_site = 0, work = 0;
+  int first = 1, huge_on_bad = 0, skip_unreadable = 0, one_site = 0, whole = 0, size_check = 0;
+  int trailer = -1, work = 0;
   const char* unlink_after = NULL;
   if (argc >= 4 && strcmp(argv[1], "--make") == 0) return make(atoi(argv[2]), argv[3]);
   for (;;) {
@@ -103,6 +151,19 @@ int main(int argc, char** argv) {
     } else if (first < argc && strcmp(argv[first], "--one-site") == 0) {
       one_site = 1;
       first += 1;
+    } else if (first < argc && strcmp(argv[first], "--whole") == 0) {
+      whole = 1;
+      first += 1;
+    } else if (first < argc && strcmp(argv[first], "--size-check") == 0) {
+      size_check = 1;
+      first += 1;
+    } else if (first + 1 < argc && strcmp(argv[first], "--trailer") == 0) {
+      trailer = open(argv[first + 1], O_RDONLY);
+      if (trailer < 0) {
+        perror(argv[first + 1]);
+        return 2;
+      }
+      first += 2;
     } else if (first + 1 < argc && strcmp(argv[first], "--work") == 0) {
       work = atoi(argv[first + 1]);
       first += 2;
@@ -126,8 +187,8 @@ int main(int argc, char** argv) {
     struct header h;
     memset(&h, 0, sizeof(h)); /* a child that gets no data sees zeros, not the last header */
     unsigned char* records = NULL;
-    if (one_site) {
-      int got = read_one_site(fd, &h, &records);
+    if (one_site || whole) {
+      int got = whole ? read_whole(fd, size_check, &h, &records) : read_one_site(fd, &h, &records);
       if (got != 0) {
         fprintf(stderr, "%s: %s\n", argv[i], got == -2 ? "not a record file" : "short");
         return 1;
@@ -138,7 +199,7 @@ int main(int argc, char** argv) {
       if (huge_on_bad && read(fd, huge, sizeof(huge)) < 0) perror(argv[i]);
       return 1;
     }
-    if (!one_site) {
+    if (!one_site && !whole) {
       records = malloc((size_t)h.count * 64 + 1);
       /* In two reads, as a program reads a table and then what it points to. */
       const size_t half = (size_t)h.count / 2 * 64;
@@ -164,6 +225,7 @@ int main(int argc, char** argv) {
     }
     const char* name = strrchr(argv[i], '/');
     printf("%s %u %016llx\n", name != NULL ? name + 1 : argv[i], h.count, (unsigned long long)sum);
+    if (trailer >= 0) read_trailer(trailer, (off_t)(i - first) << 16);
     if (unlink_after != NULL) unlink(unlink_after);
   }
   return 0;

@@ -257,6 +257,58 @@ TEST_F(SpecParseTest, APythonJsonLoadersChildrenParsePredictedFiles) {
   EXPECT_GE(off["waits_at_sites"], 1u);
 }
 
+// A loader reads each file whole (st_size + 1 bytes, until end of file) and checks that the
+// header accounts for every byte read, as the loader workload does with its samples. A kept read
+// padded to the next file's length fails that check (the header says the kept file's length);
+// a whole kept file, returned at its own length and followed by the end of the file, passes it,
+// so the child parses on, opens the next file and hints it. No prediction is blamed.
+TEST_F(SpecParseTest, AWholeFileLoadersChildrenParseWholeFilesPredictedForThem) {
+  std::vector<std::string> argv = {PARSE_RECORDS, "--whole"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  std::map<std::string, uint64_t> stats = CompareRuns(argv, {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_GE(stats["sites_learned"], 1u);
+  EXPECT_GE(stats["reads_predicted_whole"], 3u) << "no whole file was predicted";
+  EXPECT_EQ(stats["sites_not_whole"], 0u);
+  EXPECT_EQ(stats["sites_unpredictable"], 0u) << "a prediction sent a child astray";
+  EXPECT_GE(MountCounter(mount_->mountpoint(), "hints.speculative_tainted.consumed"), 3u)
+      << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
+}
+
+// The same loader checking the bytes it read against st_size instead: a whole other file is too
+// short or too long, the child takes the error path, and the whole-file prediction is blamed.
+// Later children of the run pad a kept read to the file's length there, which passes that check
+// (the header's records lie within it), and go on.
+TEST_F(SpecParseTest, AWholeFileThatFailsASizeCheckIsPaddedThereInstead) {
+  std::vector<std::string> argv = {PARSE_RECORDS, "--whole", "--size-check"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  std::map<std::string, uint64_t> stats = CompareRuns(argv, {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_GE(stats["reads_predicted_whole"], 1u);
+  EXPECT_EQ(stats["sites_not_whole"], 1u) << "the whole-file prediction was not blamed";
+  EXPECT_GE(stats["reads_predicted"], stats["reads_predicted_whole"] + 3)
+      << "no padded prediction after the blame";
+  EXPECT_EQ(stats["sites_unpredictable"], 0u);
+}
+
+// The site learned is that of the child's latest read without data before it went astray, not
+// its first. With --trailer the program reads 8 bytes of a side file after each file's records
+// and does not check them: a child that gets zeros there goes on, reads the next file's header
+// without data and dies on it. Blaming its first read without data learned the trailer's site,
+// where waiting gains nothing (the children of a linker waited at its string tables, in lockstep
+// with it): one site more than the same program learns without the trailer reads.
+TEST_F(SpecParseTest, TheSiteLearnedIsThatOfTheLatestReadWithoutDataBeforeTheChildWentAstray) {
+  const Environment learned = {{"TIPSPEC_WAIT", "learned"}, {"TIPSPEC_PREDICT", "0"}};
+  std::map<std::string, uint64_t> plain = CompareRuns(Parser(), learned);
+  ASSERT_GE(plain["sites_learned"], 1u);
+  fs::remove_all(state_dir_);  // learn afresh
+  WriteFile(Path("side"), std::string(files_.size() << 16, 'x'));
+  std::vector<std::string> argv = {PARSE_RECORDS, "--trailer", "side"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  std::map<std::string, uint64_t> trailer = CompareRuns(argv, learned);
+  EXPECT_GE(trailer["reads_without_data"], 2u);
+  EXPECT_EQ(trailer["sites_learned"], plain["sites_learned"])
+      << "the trailer's site was learned (forks " << trailer["forks"] << ")";
+}
+
 // The program reads each file's header (cold: it stalls), then its records in two reads (cached).
 // A child forked after the header's stall logs the second records read, which the program uses,
 // and ends at the linker-like unlink after the file; the next child is forked at the program's

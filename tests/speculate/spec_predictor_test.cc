@@ -81,5 +81,36 @@ TEST_F(ReadPredictorTest, OnlyTheFirstBytesOfALongReadAreKept) {
   EXPECT_EQ(p.substr(ReadPredictor::kMaxBytes), std::string(100, '\n'));
 }
 
+// A read of a whole file gets a whole other file kept at the site, at that file's own length:
+// the longest whole one shorter than the read (so the read shows the end of the file), never a
+// piece of a file, and nothing when every whole file kept is too long.
+TEST_F(ReadPredictorTest, AWholeFileIsAnsweredWithTheLongestWholeFileShorterThanTheRead) {
+  auto remember = [&](const std::string& bytes, bool whole) {
+    struct iovec iov = {const_cast<char*>(bytes.data()), bytes.size()};
+    predictor_->Remember(kSite, &iov, 1, bytes.size(), whole);
+  };
+  remember("HDR 5 abcde", true);
+  remember("HDR 8 abcdefgh", true);
+  remember("HDR 12 a piece of a file", false);
+  std::string out(20, '?');
+  struct iovec iov = {out.data(), out.size()};
+  EXPECT_EQ(predictor_->WholeFits(kSite, 20), 14u);
+  ASSERT_EQ(predictor_->FillWhole(kSite, &iov, 1, 20), 14u);
+  EXPECT_EQ(out, "HDR 8 abcdefgh??????") << "the rest of the buffer was written";
+  EXPECT_EQ(predictor_->WholeFits(kSite, 14), 11u) << "a file as long as the read would not end";
+  EXPECT_EQ(predictor_->WholeFits(kSite, 11), 0u);
+  EXPECT_EQ(predictor_->FillWhole(kSite, &iov, 1, 11), 0u);
+  EXPECT_EQ(predictor_->WholeFits(kSite + 1, 20), 0u) << "another site's file was used";
+  // The padded prediction still has every kept read to choose from.
+  EXPECT_EQ(Predict(kSite, 24), "HDR 12 a piece of a file");
+}
+
+TEST_F(ReadPredictorTest, AFileLongerThanWhatIsKeptIsNoWholeFile) {
+  const std::string big(ReadPredictor::kMaxBytes + 1, 'x');
+  struct iovec iov = {const_cast<char*>(big.data()), big.size()};
+  predictor_->Remember(kSite, &iov, 1, big.size(), /*whole=*/true);
+  EXPECT_EQ(predictor_->WholeFits(kSite, big.size() + 1), 0u);
+}
+
 }  // namespace
 }  // namespace tipfs::spec
