@@ -26,16 +26,20 @@
 #include <memory>
 #include <utility>
 
+#include "cache/buffer_pool.h"
+
 namespace tipfs::cache {
 
 class FileCache;
 
 class BlockBuffer {
  public:
-  // Page-aligned, so a backing store that reads with O_DIRECT reads into it.
+  // Page-aligned, so a backing store that reads with O_DIRECT reads into it. The memory comes
+  // from, and goes back to, the process-wide BufferPool (cache/buffer_pool.h): its bytes are
+  // not zeroed (a fetch writes the granules it makes valid, and zeros past the file's end).
   explicit BlockBuffer(uint32_t size)
-      : bytes_(static_cast<char*>(std::aligned_alloc(4096, RoundToPage(size)))) {}
-  ~BlockBuffer() { std::free(bytes_); }
+      : size_(RoundToPage(size)), bytes_(BufferPool::Global()->Take(size_)) {}
+  ~BlockBuffer() { BufferPool::Global()->Give(bytes_, size_); }
   BlockBuffer(const BlockBuffer&) = delete;
   BlockBuffer& operator=(const BlockBuffer&) = delete;
 
@@ -47,6 +51,7 @@ class BlockBuffer {
   friend class BufferPin;
   static size_t RoundToPage(uint32_t size) { return (size_t{size} + 4095) / 4096 * 4096; }
 
+  const size_t size_;
   char* const bytes_;
   std::atomic<uint32_t> pins_{0};
 };

@@ -103,7 +103,7 @@ FileCache::~FileCache() {
 
 void FileCache::WaitForFetches() {
   MutexLock lock(&mu_);
-  while (fetches_in_flight_ != 0) idle_cv_.Wait(&mu_);
+  while (fetches_in_flight_.load(std::memory_order_acquire) != 0) idle_cv_.Wait(&mu_);
 }
 
 Status FileCache::ValidateOptions(const CacheOptions& options, uint32_t stripe_unit) {
@@ -215,6 +215,7 @@ std::optional<Result<size_t>> FileCache::StartRead(
   bool eagain = false;
   LruEvents lru;
   bool over_capacity = false;  // what the manager may have to act on (WakeIfUseful)
+  bool took_issues = false;
   {
     MutexLock lock(&mu_);
     const int64_t cpu_locked = timed ? clock_->ThreadCpuNanos() : 0;
@@ -269,6 +270,8 @@ std::optional<Result<size_t>> FileCache::StartRead(
     }
     if (timed) hit_cpu = clock_->ThreadCpuNanos() - cpu_locked;
     over_capacity = table_.size() > capacity_blocks_;
+    // A miss's fetch goes out below: taken now, it costs no second round of the lock.
+    took_issues = TakeIssuesLocked();
   }
   events->RecordLru(now, lru);
   // Consumption is synchronous (the read's hinted accesses are gone before it returns); the
@@ -277,7 +280,11 @@ std::optional<Result<size_t>> FileCache::StartRead(
   // After the consumption: a read that published the first work (its read-ahead run now wants
   // blocks) gets its round now, not at the next read. The disks' room is the wake-up's to read.
   manager_->WakeIfUseful(over_capacity, now);
-  DrainIssues();
+  if (took_issues) {
+    SubmitTakenIssues();
+  } else {
+    DrainIssues();
+  }
   if (eagain) {
     scratch.clear();
     manager_->RunIfInline();
@@ -383,31 +390,47 @@ void FileCache::ReadShared(const ReadContext& ctx, uint64_t ino, uint64_t offset
   done(std::move(data));
 }
 
+namespace {
+
+// Fetches this thread took from the issue lists and submits (FileCache::TakeIssuesLocked). While
+// set, a completion that runs inline and queues more leaves it to the loop already running on
+// this thread (SubmitTakenIssues) instead of recursing once per block.
+thread_local bool t_draining = false;
+thread_local std::vector<std::shared_ptr<Fetch>> t_work;
+
+}  // namespace
+
+bool FileCache::TakeIssuesLocked() {
+  if (t_draining || !issues_queued_.load(std::memory_order_relaxed)) return false;
+  t_work.swap(issue_demand_);  // demand reads go out first
+  t_work.insert(t_work.end(), issue_prefetch_.begin(), issue_prefetch_.end());
+  issue_prefetch_.clear();
+  issues_queued_.store(false, std::memory_order_relaxed);
+  for (std::shared_ptr<Fetch>& f : t_work) {
+    if (f->block != nullptr) f->purpose = PurposeOf(*f->block);
+  }
+  t_draining = true;
+  return true;
+}
+
 void FileCache::DrainIssues() {
-  // A completion that runs inline inside ReadAsync re-enters here; it leaves its new work to the
-  // loop already running on this thread instead of recursing once per block.
-  thread_local bool draining = false;
-  if (draining || !issues_queued_.load(std::memory_order_acquire)) return;
-  draining = true;
-  std::vector<std::shared_ptr<Fetch>> work;
+  if (t_draining || !issues_queued_.load(std::memory_order_acquire)) return;
+  bool took;
+  {
+    MutexLock lock(&mu_);
+    took = TakeIssuesLocked();
+  }
+  if (took) SubmitTakenIssues();
+}
+
+void FileCache::SubmitTakenIssues() {
   while (true) {
-    {
-      MutexLock lock(&mu_);
-      if (issue_demand_.empty() && issue_prefetch_.empty()) break;
-      work.swap(issue_demand_);  // demand reads go out first
-      work.insert(work.end(), issue_prefetch_.begin(), issue_prefetch_.end());
-      issue_prefetch_.clear();
-      issues_queued_.store(false, std::memory_order_relaxed);
-      for (std::shared_ptr<Fetch>& f : work) {
-        if (f->block != nullptr) f->purpose = PurposeOf(*f->block);
-      }
-    }
     TipEvents* events = manager_->events();
     std::optional<stripe::IoRing::SubmitBatch> batch;
     batch.emplace();
     uint64_t timed = 0;  // fetches of this batch whose T_driver is sampled
-    for (std::shared_ptr<Fetch>& f : work) {
-      Fetch* raw = f.get();  // `work` keeps it alive even when it completes inside ReadAsync
+    for (std::shared_ptr<Fetch>& f : t_work) {
+      Fetch* raw = f.get();  // `t_work` keeps it alive even when it completes inside ReadAsync
       const int64_t cpu0 = raw->timed ? clock_->ThreadCpuNanos() : 0;
       raw->submit_ns = clock_->NowNanos();
       raw->disk_was_idle = events->RecordSubmit(raw->disk);
@@ -426,12 +449,17 @@ void FileCache::DrainIssues() {
     batch.reset();
     if (timed > 0) {
       events->RecordDriver((clock_->ThreadCpuNanos() - cpu_flush) * static_cast<int64_t>(timed) /
-                               static_cast<int64_t>(work.size()),
+                               static_cast<int64_t>(t_work.size()),
                            0);
     }
-    work.clear();
+    t_work.clear();
+    // More queued meanwhile by a completion that ran inline on this thread (its own drain
+    // returned at once). Other threads drain what they queue themselves.
+    t_draining = false;
+    if (!issues_queued_.load(std::memory_order_acquire)) return;
+    MutexLock lock(&mu_);
+    if (!TakeIssuesLocked()) return;
   }
-  draining = false;
 }
 
 void FileCache::OnFetchDone(Fetch* fetch, Status status) {
@@ -504,8 +532,20 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
   self.reset();
   manager_->RunIfInline();
   // Last: the destructor may run as soon as the count reaches zero.
+  FetchFinished();
+}
+
+void FileCache::FetchFinished() {
+  // Not the last fetch: nobody waits for this count, and the lock (the hottest of a miss: every
+  // read and completion takes it) is not taken a second time per completion.
+  uint64_t n = fetches_in_flight_.load(std::memory_order_relaxed);
+  while (n > 1) {
+    if (fetches_in_flight_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) return;
+  }
+  // To 0 only under mu_, so a waiter that read the count under mu_ is waiting when signalled,
+  // and the cache outlives this call (WaitForFetches returns only after mu_ is released here).
   MutexLock lock(&mu_);
-  if (--fetches_in_flight_ == 0) idle_cv_.SignalAll();
+  if (fetches_in_flight_.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_cv_.SignalAll();
 }
 
 }  // namespace tipfs::cache

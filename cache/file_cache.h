@@ -148,6 +148,8 @@ class FileCache final : private CacheBuffers {
                                           std::shared_ptr<PendingRead>* pending);
   Result<size_t> FinishPending(PendingRead* read, ReadData* shared);
   void OnFetchDone(Fetch* fetch, Status status);
+  // The completion's last step: one fetch fewer in flight.
+  void FetchFinished() EXCLUDES(mu_);
   // All below run with mu_ held.
   // Why a block's fetch goes to disk (for the disk's statistics and the timeline).
   static stripe::DiskRequest::Purpose PurposeOf(const Block& block);
@@ -184,6 +186,11 @@ class FileCache final : private CacheBuffers {
   Block* IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose, uint64_t file_size,
                        int64_t now) override REQUIRES(mu_);
   void DrainIssues() override EXCLUDES(mu_);
+  // Moves the queued fetches to this thread's list for SubmitTakenIssues, unless this thread is
+  // submitting already (its loop takes them) or none is queued; true when it took some.
+  bool TakeIssuesLocked() REQUIRES(mu_);
+  // Submits what TakeIssuesLocked took, then whatever completions inline on this thread queued.
+  void SubmitTakenIssues() EXCLUDES(mu_);
 
   // Constant after construction (the block size, the disk count and the layout are
   // CacheBuffers').
@@ -196,13 +203,16 @@ class FileCache final : private CacheBuffers {
   CacheOptions options_ GUARDED_BY(mu_);
   std::vector<bool> disk_reads_failing_ GUARDED_BY(mu_);
   static constexpr uint32_t kFailedDiskPrefetches = 1u << 30;
-  uint64_t fetches_in_flight_ GUARDED_BY(mu_) = 0;
   std::vector<std::shared_ptr<Fetch>> issue_demand_ GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Fetch>> issue_prefetch_ GUARDED_BY(mu_);
   CondVar idle_cv_;  // signalled when fetches_in_flight_ drops to 0
 
   // Updated without mu_.
   std::atomic<uint64_t> stall_nanos_{0};
+  // Fetches not yet completed. Raised under mu_; lowered without it, but the last one (to 0)
+  // under mu_ with idle_cv_'s signal, so WaitForFetches (and the destructor) cannot return
+  // while a completion still touches the cache (FileCache::FetchFinished).
+  std::atomic<uint64_t> fetches_in_flight_{0};
   // True while the issue lists above may hold fetches: set under mu_ when one is queued, cleared
   // under mu_ by the drain that takes them. DrainIssues reads it first, so a read that queued
   // nothing (every hit) does not take mu_ a second time. Every thread that queues a fetch drains

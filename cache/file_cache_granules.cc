@@ -93,7 +93,7 @@ std::shared_ptr<Fetch> FileCache::NewFetch(uint64_t ino, uint64_t index, bool pr
     issue_demand_.push_back(f);
   }
   issues_queued_.store(true, std::memory_order_release);
-  ++fetches_in_flight_;
+  fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
   return f;
 }
 

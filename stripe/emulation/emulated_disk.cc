@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "util/mutex.h"
 
@@ -21,10 +22,50 @@ void BurnCpuNanos(int64_t nanos) {
   } while (now < end);
 }
 
+namespace {
+
+// The model's starts of one locked step: filled and read under mu_ only (no callback runs in
+// between), so one vector per thread serves every call without a heap allocation each.
+std::vector<ModelStart>& ScratchStarts() {
+  thread_local std::vector<ModelStart> starts;
+  starts.clear();
+  return starts;
+}
+
+}  // namespace
+
+// The completions one call delivers, in a vector of this thread's that keeps its capacity: a
+// completion's callback may submit again on this thread (a reply that starts the next fetch),
+// so each nesting level has its own.
+struct DiskEmulator::ScratchReady {
+  ScratchReady() : ready(Take()) {}
+  ~ScratchReady() {
+    ready.clear();  // a request's `done` keeps nothing it needs once delivered
+    --Depth();
+  }
+  ScratchReady(const ScratchReady&) = delete;
+  ScratchReady& operator=(const ScratchReady&) = delete;
+
+  Ready& ready;
+
+ private:
+  static size_t& Depth() {
+    thread_local size_t depth = 0;
+    return depth;
+  }
+  static Ready& Take() {
+    thread_local std::deque<Ready> levels;  // a deque: earlier levels stay where they are
+    size_t& depth = Depth();
+    if (levels.size() <= depth) levels.emplace_back();
+    return levels[depth++];
+  }
+};
+
 DiskEmulator::DiskEmulator(Clock* clock, const EmulatedDiskOptions& options)
     : clock_(clock),
       burn_overhead_(options.burn_overhead),
       statistics_(options.statistics),
+      overhead_ns_(options.model.overhead_ns),
       model_(options.model, clock->NowNanos()) {}
 
 void DiskEmulator::SetModel(const DiskModelConfig& config) {
@@ -36,6 +77,7 @@ void DiskEmulator::SetModel(const DiskModelConfig& config) {
     PumpLocked(now, &ready);
     const bool released = model_.config().hold && !config.hold;
     model_.SetConfig(config);
+    overhead_ns_.store(config.overhead_ns, std::memory_order_relaxed);
     if (released) {
       // What the hold kept back is delivered now (or at its deadline, if that is still ahead).
       std::vector<uint64_t> held;
@@ -78,15 +120,14 @@ void DiskEmulator::ResetStats() {
 
 uint64_t DiskEmulator::Enter(DiskRequest* request) {
   const int64_t submitted = clock_->NowNanos();
-  int64_t overhead;
-  {
-    MutexLock lock(&mu_);
-    overhead = model_.config().overhead_ns;
-  }
+  // A copy of the model's o, so a request takes mu_ once (SetModel keeps it current; a request
+  // racing a change may be charged the old value, as one submitted just before it would be).
+  const int64_t overhead = overhead_ns_.load(std::memory_order_relaxed);
   // o is spent outside the lock, in the submitting thread: it costs that thread's CPU only.
   if (burn_overhead_) BurnCpuNanos(overhead);
 
-  Ready ready;
+  ScratchReady scratch;
+  Ready& ready = scratch.ready;
   uint64_t id;
   {
     MutexLock lock(&mu_);
@@ -99,7 +140,7 @@ uint64_t DiskEmulator::Enter(DiskRequest* request) {
 
     ModelRequest m{
         id, request->kind, request->priority, request->object, request->offset, request->length};
-    std::vector<ModelStart> starts;
+    std::vector<ModelStart>& starts = ScratchStarts();
     model_.Submit(m, f.arrival, &starts);
     HandleStartsLocked(starts, clock_->NowNanos(), &ready);
     RearmLocked();
@@ -123,7 +164,8 @@ uint64_t DiskEmulator::Enter(DiskRequest* request) {
 }
 
 void DiskEmulator::OnRealDone(uint64_t id, Result<uint64_t> result) {
-  Ready ready;
+  ScratchReady scratch;
+  Ready& ready = scratch.ready;
   {
     MutexLock lock(&mu_);
     const int64_t now = clock_->NowNanos();
@@ -158,7 +200,7 @@ void DiskEmulator::OnRealDone(uint64_t id, Result<uint64_t> result) {
 }
 
 void DiskEmulator::PumpLocked(int64_t now, Ready* ready) {
-  std::vector<ModelStart> starts;
+  std::vector<ModelStart>& starts = ScratchStarts();
   model_.AdvanceTo(now, &starts);
   HandleStartsLocked(starts, now, ready);
 }
@@ -214,7 +256,8 @@ void DiskEmulator::RearmLocked() {
 }
 
 void DiskEmulator::OnTimer(int64_t when, uint64_t id) {
-  Ready ready;
+  ScratchReady scratch;
+  Ready& ready = scratch.ready;
   {
     MutexLock lock(&mu_);
     auto t = timer_times_.find(when);
@@ -238,7 +281,10 @@ EmulatedDisk::EmulatedDisk(std::unique_ptr<Disk> inner, Clock* clock,
 
 void EmulatedDisk::Submit(DiskRequest request) {
   const uint64_t id = emulator_->Enter(&request);
-  std::shared_ptr<DiskEmulator> emulator = emulator_;
+  // A plain pointer (with the id, 16 bytes: std::function keeps it without a heap allocation):
+  // the request is not done before its real completion has been reported, and the disk (with
+  // its emulator) outlives every request it has not finished (the header's REQUIRES).
+  DiskEmulator* emulator = emulator_.get();
   request.done = [emulator, id](Result<uint64_t> result) {
     emulator->OnRealDone(id, std::move(result));
   };

@@ -26,6 +26,7 @@
 // safe; destroying it with requests in flight is not (REQUIRES: every done has run).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -85,6 +86,7 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
     Result<uint64_t> result = uint64_t{0};
   };
   using Ready = std::vector<std::pair<std::function<void(Result<uint64_t>)>, Result<uint64_t>>>;
+  struct ScratchReady;  // this thread's Ready for one call (emulated_disk.cc)
 
   void PumpLocked(int64_t now, Ready* ready) REQUIRES(mu_);
   void HandleStartsLocked(const std::vector<ModelStart>& starts, int64_t now, Ready* ready)
@@ -100,6 +102,8 @@ class DiskEmulator : public std::enable_shared_from_this<DiskEmulator> {
   Clock* const clock_;
   const bool burn_overhead_;
   Statistics* const statistics_;
+  // The model's o, for Enter to charge before it takes mu_ (SetModel updates it).
+  std::atomic<int64_t> overhead_ns_;
 
   mutable Mutex mu_;
   DiskModel model_ GUARDED_BY(mu_);

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -122,6 +124,43 @@ TEST_F(EmulatedDiskTest, CompletesAtTheModelDeadlineWithTheRealBytes) {
   ASSERT_TRUE(read->done);
   EXPECT_EQ(read->at, 28 * kMs);  // offset 0 again: not where the write ended, so positioned
   EXPECT_EQ(back, data);
+}
+
+// A completion's callback submits again from inside the delivery (a reply that starts the next
+// fetch), so the emulator's per-thread lists of completions to deliver nest: each level keeps
+// its own, and every request completes exactly once, at its own model time, in order.
+TEST_F(EmulatedDiskTest, RequestsSubmittedFromInsideACompletionEachCompleteOnce) {
+  Make("hdd,access=10ms,bw=1MB/s,queue=fifo");
+  std::string buffer(8 * 512, '\0');
+  std::vector<int64_t> finished;
+  std::vector<int> order;
+  int submitted = 0;
+  std::function<void(int)> submit = [&](int i) {
+    ++submitted;
+    disk_->Submit(SmallRead(buffer.data() + (i % 8) * 512, [&, i](Result<uint64_t> r) {
+      EXPECT_TRUE(r.ok());
+      order.push_back(i);
+      finished.push_back(clock_.NowNanos() - kStart);
+      // Each of the first three starts two more: several deliveries nest on this thread.
+      if (i < 3) {
+        submit(10 * (i + 1));
+        submit(10 * (i + 1) + 1);
+      } else if (i % 10 < 5 && i < 40) {
+        submit(i + 2);
+      }
+    }));
+  };
+  submit(0);
+  submit(1);
+  submit(2);
+  while (clock_.AdvanceToNext()) {
+  }
+  EXPECT_EQ(order.size(), static_cast<size_t>(submitted));
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());  // once each
+  for (size_t i = 1; i < finished.size(); ++i) EXPECT_LT(finished[i - 1], finished[i]) << i;
+  EXPECT_EQ(disk_->emulator()->Stats().completed, static_cast<uint64_t>(submitted));
 }
 
 // A request with nothing queued behind it needs one timer, its completion's: no second one to
