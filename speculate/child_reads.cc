@@ -83,6 +83,20 @@ void CountReadWithoutData(uint64_t index, uint64_t site) {
   }
 }
 
+// How many reads through `d` came from `site` before this one (which is counted): the read's
+// ordinal, which kept read may stand for it (read_predictor.h). Not known through a description
+// the program had open at the fork (it may have read there before): taking the second table of
+// an object read there for a first one sent the gnuld workload's children astray.
+uint32_t OrdinalAtSite(Desc* d, uint64_t site) {
+  if (d->inherited) return ReadPredictor::kUnknownOrdinal;
+  for (Desc::SiteCount& count : d->site_counts) {
+    if (count.site == site && count.reads > 0) return count.reads++;
+  }
+  Desc::SiteCount& count = d->site_counts[d->site_count_next++ % Desc::kSiteCounts];
+  count = {site, 1};
+  return 0;
+}
+
 // What a read does when its data is not cached.
 enum class WithoutData {
   kWait,          // wait for it
@@ -97,8 +111,8 @@ enum class WithoutData {
 // offset moves, the real read's length (after a whole file predicted, the real file's end is
 // where the program stands after its read, and where its next one goes).
 long AnswerWithoutData(int fd, const Desc* d, const struct iovec* iov, int iov_count,
-                       uint64_t offset, uint64_t requested, uint64_t site, WithoutData how,
-                       uint64_t predicted_length, uint64_t* advance) {
+                       uint64_t offset, uint64_t requested, uint64_t site, uint32_t ordinal,
+                       WithoutData how, uint64_t predicted_length, uint64_t* advance) {
   // The read was the last one logged (a read the program makes itself, at the fork point,
   // always waits).
   const uint64_t index = g_state.config.log->appended.load(std::memory_order_relaxed) - 1;
@@ -116,7 +130,7 @@ long AnswerWithoutData(int fd, const Desc* d, const struct iovec* iov, int iov_c
     }
   }
   if (predicts && answer == kAnsweredGarbage &&
-      g_state.predictor.Fill(site, iov, iov_count, length)) {
+      g_state.predictor.Fill(site, ordinal, d->facts.size, iov, iov_count, length)) {
     answer = kAnsweredPadded;
   }
   if (answer != kAnsweredGarbage) {
@@ -186,8 +200,9 @@ int ReadFd(int fd, Desc* d, bool waits) {
 
 // kPredict and kPredictWhole set *length, the read's length (a size check of the file), for
 // AnswerWithoutData. `at_shadow_offset`: a read(2)-style read (no offset of its own).
-WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d, uint64_t offset,
-                          uint64_t requested, bool at_shadow_offset, uint64_t* length) {
+WithoutData WhenNotCached(bool fork_point, uint64_t site, uint32_t ordinal, int fd, const Desc* d,
+                          uint64_t offset, uint64_t requested, bool at_shadow_offset,
+                          uint64_t* length) {
   if (fork_point) return WithoutData::kWait;
   switch (g_state.config.wait) {
     case WaitPolicy::kAlways:
@@ -211,7 +226,9 @@ WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d,
         g_state.predictor.WholeFits(site, requested) != 0) {
       return WithoutData::kPredictWhole;
     }
-    if (g_state.predictor.CanFill(site, *length)) return WithoutData::kPredict;
+    if (g_state.predictor.CanFill(site, ordinal, d->facts.size, *length)) {
+      return WithoutData::kPredict;
+    }
   }
   g_state.config.log->waits_at_sites.fetch_add(1, std::memory_order_relaxed);
   return WithoutData::kWait;
@@ -221,7 +238,7 @@ WithoutData WhenNotCached(bool fork_point, uint64_t site, int fd, const Desc* d,
 // for predictions of later reads there.
 // A read from the start that came back short (the end of the file) or with the file's size is
 // a whole file.
-void RememberRead(bool fork_point, uint64_t site, const Desc* d, uint64_t offset,
+void RememberRead(bool fork_point, uint64_t site, uint32_t ordinal, const Desc* d, uint64_t offset,
                   uint64_t requested, const struct iovec* iov, int iov_count, long result) {
   if (result <= 0 || !g_state.config.predict || g_state.config.wait != WaitPolicy::kLearned) {
     return;
@@ -229,7 +246,8 @@ void RememberRead(bool fork_point, uint64_t site, const Desc* d, uint64_t offset
   if (fork_point || g_state.config.sites->Contains(site)) {
     const uint64_t got = static_cast<uint64_t>(result);
     const bool whole = offset == 0 && (got < requested || got == d->facts.size);
-    g_state.predictor.Remember(site, iov, iov_count, got, whole);
+    if (!whole && ordinal == ReadPredictor::kUnknownOrdinal) return;  // would answer nothing
+    g_state.predictor.Remember(site, ordinal, d->facts.size, iov, iov_count, got, whole);
   }
 }
 
@@ -278,6 +296,7 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   // is not logged.
   const bool fork_point = d->facts.watched && g_state.skip_next_log;
   uint64_t site = 0;
+  uint32_t ordinal = 0;
   WithoutData not_cached = WithoutData::kWait;
   uint64_t length = 0;
   if (d->facts.watched) {
@@ -285,9 +304,10 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
     // without data came from.
     if (g_state.config.wait == WaitPolicy::kLearned || !g_state.config.log->tainted()) {
       site = ReadSiteHere(*g_state.config.objects);
+      ordinal = OrdinalAtSite(d, site);
     }
-    not_cached =
-        WhenNotCached(fork_point, site, fd, d, offset, requested, explicit_offset < 0, &length);
+    not_cached = WhenNotCached(fork_point, site, ordinal, fd, d, offset, requested,
+                               explicit_offset < 0, &length);
     if (fork_point) {
       g_state.skip_next_log = false;
     } else {
@@ -309,10 +329,10 @@ long DoRead(long nr, int fd, const struct iovec* iov, int iov_count, int64_t exp
   if (d->facts.watched && !fork_point) LoggedReadDone();
   uint64_t advance = result > 0 ? static_cast<uint64_t>(result) : 0;
   if (result == -EAGAIN && d->facts.watched) {
-    result = AnswerWithoutData(fd, d, iov, iov_count, offset, requested, site, not_cached, length,
-                               &advance);
+    result = AnswerWithoutData(fd, d, iov, iov_count, offset, requested, site, ordinal, not_cached,
+                               length, &advance);
   } else if (d->facts.watched) {
-    RememberRead(fork_point, site, d, offset, requested, iov, iov_count, result);
+    RememberRead(fork_point, site, ordinal, d, offset, requested, iov, iov_count, result);
   }
   if (result > 0 && explicit_offset < 0) d->offset += advance;
   return result;

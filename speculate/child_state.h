@@ -33,6 +33,16 @@ struct Desc {
   int private_fd;
   int wait_fd;
   uint32_t refs;
+  // Reads through this description per read site, for the last kSiteCounts sites it was read
+  // from: a read's ordinal among its file's reads at its site (read_predictor.h). Not counted on
+  // an inherited description (the program's reads before the fork are not known).
+  static constexpr int kSiteCounts = 4;
+  struct SiteCount {
+    uint64_t site;
+    uint32_t reads;
+  };
+  SiteCount site_counts[kSiteCounts];
+  uint32_t site_count_next;  // the slot a new site takes
 };
 
 inline constexpr int kMaxFds = 65536;

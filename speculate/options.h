@@ -30,7 +30,7 @@ struct SpecOptions {
   // garbage); 1: all (it follows every true data dependency, one read at a time).
   WaitPolicy wait = WaitPolicy::kLearned;
   // TIPSPEC_PREDICT=0|1 (default 1; with TIPSPEC_WAIT=learned): at a learned site, a child's read
-  // of data not cached returns bytes an earlier real read at that site returned, padded to the
+  // of data not cached returns bytes an earlier real read at that site returned, filled to the
   // read's length (read_predictor.h), and the child goes on without waiting; it waits only when
   // none it kept fits. 0: it waits there for the data.
   bool predict = true;

@@ -2,7 +2,7 @@
  * libtipspec tests of issue 10 run it with and without `tipfs run`):
  *
  *   parse_records [--huge-on-bad] [--unlink-after PATH] [--skip-unreadable] [--one-site]
- *                 [--whole [--size-check]] [--trailer PATH] [--work N] FILE...
+ *                 [--whole [--size-check]] [--trailer PATH] [--work N] [--tables] FILE...
  *   parse_records --make N DIR
  *
  * Each FILE holds a 16-byte header ("REC1", record count, a checksum of the records) and that
@@ -24,7 +24,15 @@
  * --trailer PATH: after the k-th FILE is checked, 8 bytes at k * 64 KiB of PATH are read
  * from a call of their own and not checked (a read whose bytes steer nothing, as a linker reads a
  * string table: a child that gets zeros there goes on, and dies at the next file's header).
- * --make N DIR writes N such files of assorted sizes into DIR and exits. */
+ * --tables: a linker's two passes. Pass 1 reads every FILE's header (its record count, which must
+ * account for the file's size, as a linker checks an object's header against fstat); pass 2
+ * reads every FILE's records as two tables from one call (one read site, as a linker reads each
+ * object's relocation sections), the first count/2 records, then the rest, and checks each entry,
+ * as a linker checks each relocation, instead of the sum: the first 4 bytes of a record in the
+ * first table name a record of the file (1..count), in the second one of 8 kinds (1..8); 0 (what
+ * zeros name) or a larger name is an error (exit 1). It prints "NAME records SUM".
+ * --make N DIR writes N such files of assorted sizes into DIR and exits (every record's first 4
+ * bytes a valid name for --tables). */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +65,8 @@ static int make(int n, const char* dir) {
     unsigned char* records = malloc((size_t)h.count * 64);
     for (uint32_t r = 0; r < h.count; ++r) {
       for (int i = 0; i < 64; ++i) records[r * 64 + i] = (unsigned char)(f * 131 + r * 7 + i);
+      const uint32_t name = r < h.count / 2 ? 1 + (r * 7 + (uint32_t)f) % h.count : 1 + (r + f) % 8;
+      memcpy(records + r * 64, &name, sizeof(name));
       h.sum = mix(h.sum, records + r * 64);
     }
     fwrite(&h, sizeof(h), 1, out);
@@ -136,9 +146,67 @@ static __attribute__((noinline)) int read_one_site(int fd, struct header* h,
   return 0;
 }
 
+/* --tables, pass 2: the records (after the header) as two tables, each entry checked, both from
+ * one call instruction. Returns 0, or -1 when short, -2 for a bad entry. */
+static __attribute__((noinline)) int read_tables(int fd, uint32_t count, unsigned char* records) {
+  volatile int parts = 2; /* a count the compiler cannot see: one call, not one per part */
+  for (int part = 0; part < parts; ++part) {
+    const uint32_t from = part == 0 ? 0 : count / 2, to = part == 0 ? count / 2 : count;
+    if (read_all(fd, records + (size_t)from * 64, (size_t)(to - from) * 64) != 0) return -1;
+    for (uint32_t r = from; r < to; ++r) {
+      uint32_t name;
+      memcpy(&name, records + (size_t)r * 64, sizeof(name));
+      if (name == 0 || name > (part == 0 ? count : 8)) return -2;
+    }
+  }
+  return 0;
+}
+
+/* --tables: pass 1 (every header), then pass 2 (every file's tables). */
+static int link_tables(int argc, char** argv, int first) {
+  uint32_t* counts = calloc((size_t)argc, sizeof(uint32_t));
+  for (int i = first; i < argc; ++i) {
+    int fd = open(argv[i], O_RDONLY);
+    struct header h;
+    struct stat st;
+    memset(&h, 0, sizeof(h));
+    if (fd < 0 || fstat(fd, &st) != 0 || read_all(fd, &h, sizeof(h)) != 0 ||
+        memcmp(h.magic, "REC1", 4) != 0 ||
+        (off_t)(sizeof(h) + (size_t)h.count * 64) != st.st_size) {
+      fprintf(stderr, "%s: not a record file\n", argv[i]);
+      return 1;
+    }
+    counts[i] = h.count;
+    close(fd);
+  }
+  for (int i = first; i < argc; ++i) {
+    int fd = open(argv[i], O_RDONLY);
+    /* zeroed: a child that gets no data sees zeros, not the last file's records */
+    unsigned char* records = calloc((size_t)counts[i] + 1, 64);
+    if (fd < 0 || lseek(fd, (off_t)sizeof(struct header), SEEK_SET) < 0) {
+      perror(argv[i]);
+      return 2;
+    }
+    int got = read_tables(fd, counts[i], records);
+    if (got != 0) {
+      fprintf(stderr, "%s: %s\n", argv[i], got == -2 ? "entry out of range" : "short");
+      return 1;
+    }
+    uint64_t sum = 14695981039346656037ull;
+    for (uint32_t r = 0; r < counts[i]; ++r) sum = mix(sum, records + (size_t)r * 64);
+    free(records);
+    close(fd);
+    const char* name = strrchr(argv[i], '/');
+    printf("%s %u %016llx\n", name != NULL ? name + 1 : argv[i], counts[i],
+           (unsigned long long)sum);
+  }
+  free(counts);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int first = 1, huge_on_bad = 0, skip_unreadable = 0, one_site = 0, whole = 0, size_check = 0;
-  int trailer = -1, work = 0;
+  int trailer = -1, work = 0, tables = 0;
   const char* unlink_after = NULL;
   if (argc >= 4 && strcmp(argv[1], "--make") == 0) return make(atoi(argv[2]), argv[3]);
   for (;;) {
@@ -153,6 +221,9 @@ int main(int argc, char** argv) {
       first += 1;
     } else if (first < argc && strcmp(argv[first], "--whole") == 0) {
       whole = 1;
+      first += 1;
+    } else if (first < argc && strcmp(argv[first], "--tables") == 0) {
+      tables = 1;
       first += 1;
     } else if (first < argc && strcmp(argv[first], "--size-check") == 0) {
       size_check = 1;
@@ -174,6 +245,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  if (tables) return link_tables(argc, argv, first);
   for (int i = first; i < argc; ++i) {
     int fd = open(argv[i], O_RDONLY);
     if (fd < 0 && skip_unreadable) {

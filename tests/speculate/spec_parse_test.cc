@@ -289,6 +289,42 @@ TEST_F(SpecParseTest, AWholeFileThatFailsASizeCheckIsPaddedThereInstead) {
   EXPECT_EQ(stats["sites_unpredictable"], 0u);
 }
 
+// A linker's two passes (--tables): pass 1 reads every file's header and checks it against the
+// file's size, so a predicted header (another file's) sends a child astray at once and children
+// wait at headers from then on (sites_unpredictable 1). Pass 2 reads each file's records as two
+// tables from one call, as a linker reads an object's relocation sections, and checks every
+// entry against what pass 1 read (a name of a record of the file, 1..count, then of one of 8
+// kinds, 1..8). A child that learned that site predicts the next files' tables: zeros (entry 0)
+// fail, and so would the first table of another file standing for a second one (its names go
+// beyond 8), or a larger file's table (its names beyond this file's count); then that site too
+// is blamed, its reads are waited for, and few are predicted. The kept table of the same kind of
+// a smaller file, repeated to the read's length, passes: the children predict the tables of the
+// files ahead and hint them (tainted hints consumed). The output is the program's.
+// Stripe units of 4 KiB and direct reads: the blocks a child's wait at a header brings are not
+// the whole file, so pass 2 finds the tables not cached.
+class SpecParseSmallUnitsTest : public SpecParseTest {
+ protected:
+  VolumeSpec Spec() const override {
+    VolumeSpec spec = SpecParseTest::Spec();
+    spec.mkfs_args = "--stripe-unit 4K";
+    return spec;
+  }
+  std::string DataCache() const override { return "direct"; }
+};
+
+TEST_F(SpecParseSmallUnitsTest, ALinkersTablesArePredictedFromKeptTablesOfTheSameKind) {
+  std::vector<std::string> argv = {PARSE_RECORDS, "--tables"};
+  argv.insert(argv.end(), files_.begin(), files_.end());
+  std::map<std::string, uint64_t> stats = CompareRuns(argv, {{"TIPSPEC_WAIT", "learned"}});
+  EXPECT_EQ(stats["sites_learned"], 2u) << "the header and the tables";
+  EXPECT_LE(stats["sites_unpredictable"], 1u) << "a predicted table sent a child astray";
+  // Headers are predicted at most once per child before their site is blamed; only the tables of
+  // files ahead, predicted on, make more predictions than there are files.
+  EXPECT_GT(stats["reads_predicted"], files_.size()) << "tables were not predicted";
+  EXPECT_GE(MountCounter(mount_->mountpoint(), "hints.speculative_tainted.consumed"), 6u)
+      << ReadFile(mount_->mountpoint() + "/.tipfs/stats");
+}
+
 // The site learned is that of the child's latest read without data before it went astray, not
 // its first. With --trailer the program reads 8 bytes of a side file after each file's records
 // and does not check them: a child that gets zeros there goes on, reads the next file's header
