@@ -521,7 +521,7 @@ void Speculator::LearnFrom(StopCause cause) {
     // the file's size: later children of this run pad there instead. A padded one misleads one
     // that follows offsets it read: they wait there.
     if (answer == kAnsweredWhole) {
-      if (not_whole_.Insert(site)) ++sites_not_whole_;
+      if (not_whole_.Insert(site)) ++counters_.sites_not_whole;
       return;
     }
     const size_t before = unpredictable_.size();
@@ -649,7 +649,7 @@ void Speculator::RecordChildExit(int slot, int wait_status) {
   counters_.hints_clean += log->appended.load() - log->tainted_appended.load();
   counters_.waits_at_sites += log->waits_at_sites.load();
   counters_.reads_predicted += log->reads_predicted.load();
-  reads_predicted_whole_ += log->reads_predicted_whole.load();
+  counters_.reads_predicted_whole += log->reads_predicted_whole.load();
   counters_.hint_bytes_issued += log->bytes_appended.load();
   counters_.hint_bytes_consumed += log->bytes_consumed.load();
   counters_.reads_without_data += log->reads_without_data.load();
@@ -797,7 +797,6 @@ void Speculator::AfterForkInChild() {
   owner_tid_.store(0);
   stream_ = static_cast<uint64_t>(getpid());
   counters_ = tipspec_counters{};
-  reads_predicted_whole_ = sites_not_whole_ = 0;
   policy_.Start(NowNanos());
   faults_charged_ = -1;
   forks_without_slot_ = 0;

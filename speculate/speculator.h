@@ -264,10 +264,6 @@ class Speculator {
   CriticalSites unpredictable_;  // ChildConfig::unpredictable
   CriticalSites not_whole_;      // ChildConfig::not_whole
   bool refuted_now_ = false;     // in this run: the store is replaced, not merged with
-  // Counted in the stats block only (tipspec_counters has no field for them): reads given a
-  // whole file (of reads_predicted), and sites where that was blamed (not_whole_).
-  uint64_t reads_predicted_whole_ = 0;
-  uint64_t sites_not_whole_ = 0;
   // Hints from the last run (history.h), in the program process only.
   HistoryRecorder recorder_;
   HistoryReplay replay_;

@@ -40,6 +40,7 @@ void Speculator::Query(tipspec_counters* out) {
       out->hints_tainted += tainted;
       out->waits_at_sites += log_->waits_at_sites.load();
       out->reads_predicted += log_->reads_predicted.load();
+      out->reads_predicted_whole += log_->reads_predicted_whole.load();
       out->hint_bytes_issued += log_->bytes_appended.load();
       out->hint_bytes_consumed += log_->bytes_consumed.load();
       out->reads_without_data += log_->reads_without_data.load();
@@ -110,6 +111,8 @@ void Speculator::PrintStatsIfAsked() {
       {"waits_at_sites", c.waits_at_sites},
       {"reads_predicted", c.reads_predicted},
       {"sites_unpredictable", c.sites_unpredictable},
+      {"reads_predicted_whole", c.reads_predicted_whole},
+      {"sites_not_whole", c.sites_not_whole},
       {"history_hints", c.history_hints},
       {"history_hint_bytes", c.history_hint_bytes},
       {"history_cancelled", c.history_cancelled},
@@ -128,23 +131,8 @@ void Speculator::PrintStatsIfAsked() {
       {"site_waits_dropped", c.site_waits_dropped},
       {"sites_refuted", c.sites_refuted},
   };
-  uint64_t reads_predicted_whole;
-  uint64_t sites_not_whole;
-  {
-    Locked lock(&mu_);
-    reads_predicted_whole = reads_predicted_whole_;
-    if (child_pid_ > 0) reads_predicted_whole += log_->reads_predicted_whole.load();
-    sites_not_whole = sites_not_whole_;
-  }
-  const std::pair<const char*, uint64_t> stats_only[] = {
-      {"reads_predicted_whole", reads_predicted_whole},
-      {"sites_not_whole", sites_not_whole},
-  };
   std::string text = "tipspec.pid " + std::to_string(getpid()) + "\n";
   for (const auto& [name, value] : fields) {
-    text += std::string("tipspec.") + name + " " + std::to_string(value) + "\n";
-  }
-  for (const auto& [name, value] : stats_only) {
     text += std::string("tipspec.") + name + " " + std::to_string(value) + "\n";
   }
   int fd = 2;

@@ -127,6 +127,11 @@ struct tipspec_counters {
                                    read there instead of waiting for data not cached */
   uint64_t sites_unpredictable; /* learned sites where a child went astray soon after such a
                                    read: later children of the run wait there */
+  /* Added later still (whole-file predictions): */
+  uint64_t reads_predicted_whole; /* of reads_predicted, reads given a whole kept file (and
+                                     then its end) */
+  uint64_t sites_not_whole;       /* learned sites where a whole file was blamed: later
+                                     children of the run are given padded bytes there */
 };
 
 /* Fills `options` with the defaults (the TIPSPEC_* variables are not consulted). */
