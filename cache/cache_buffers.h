@@ -106,11 +106,24 @@ class CacheBuffers {
   // lookups). Read without mu() it may miss a completion racing with it, but that completion
   // reads its own update when it wakes the manager in turn, so no round is lost.
   bool AnyDiskHasRoom() const { return disks_with_room_.load(std::memory_order_acquire) != 0; }
-  // The one way a prefetch leaves the manager: a new block in flight for `purpose`, queued for
-  // submission (DrainIssues), or nullptr when the block's disk has its share of prefetches in
-  // flight or the table is full (the caller makes room first). REQUIRES: the block is absent.
+  // The one way a new block leaves the manager: in flight for `purpose`, queued for submission
+  // (DrainIssues), or nullptr when the block's disk has its share of prefetches in flight or the
+  // table is full (the caller makes room first). It reads bytes [lo, hi) of the block (from its
+  // start; rounded out to granules and min_read): a hint names the bytes it will read, and on a
+  // disk whose transfer costs as much as its positioning (hp-c2247: 64 KiB take 18.7 ms, a seek
+  // and half a turn 15.6 ms) the rest of the block is paid for and rarely read. Read-ahead and
+  // warm-up ask for [0, block size). REQUIRES: the block is absent.
   virtual Block* IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose,
-                               uint64_t file_size, int64_t now) REQUIRES(mu_) = 0;
+                               uint64_t file_size, int64_t now, uint32_t lo, uint32_t hi)
+      REQUIRES(mu_) = 0;
+  enum class Fill { kNotNeeded, kIssued, kLater };
+  // A hint's bytes [lo, hi) of cached block b that b lacks (a demand read brought other granules
+  // of it, or an earlier hint fewer): fetched now as a prefetch into the block (kIssued), or not
+  // needed (b holds them, or b's fetch in flight brings them), or later (b's disk has its share
+  // of prefetches in flight, or b's fetch in flight lacks some: one fetch fills a block at a
+  // time). Without it those granules were read on demand, unhinted.
+  virtual Fill PrefetchMissing(Block* b, uint32_t lo, uint32_t hi, uint64_t file_size, int64_t now)
+      REQUIRES(mu_) = 0;
   // Submits the fetches queued under mu() (demand first). Takes mu() itself.
   virtual void DrainIssues() EXCLUDES(mu_) = 0;
 

@@ -173,13 +173,15 @@ void FileCache::OnDemandHit(Block* b, LruEvents* lru) {
 }
 
 Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose,
-                                uint64_t file_size, int64_t now) {
+                                uint64_t file_size, int64_t now, uint32_t lo, uint32_t hi) {
   if (table_.size() >= capacity_blocks_ || !DiskHasRoom(DiskOf(ino, block_index))) return nullptr;
   const BlockOrigin origin = purpose == Purpose::kHinted      ? BlockOrigin::kHinted
                              : purpose == Purpose::kReadahead ? BlockOrigin::kReadahead
                                                               : BlockOrigin::kWarmup;
   if (purpose == Purpose::kReadahead) ++counters_.readahead_issued;
-  return NewFetchedBlock(ino, block_index, origin, /*prefetch=*/true, file_size, now);
+  const auto [round_lo, round_hi] = RoundToMinRead(lo, std::min(hi, block_size_));
+  return NewFetchedBlock(ino, block_index, origin, /*prefetch=*/true, file_size, now, round_lo,
+                         round_hi);
 }
 
 std::optional<Result<size_t>> FileCache::StartRead(

@@ -39,6 +39,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/block_table.h"
@@ -172,6 +173,13 @@ class FileCache final : private CacheBuffers {
   // itself (valid), its fetch, or a fetch started here. Counts the miss.
   ReadPart DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b, uint32_t lo,
                       uint32_t hi, uint64_t file_size, int64_t now, LruEvents* lru) REQUIRES(mu_);
+  // Bytes [lo, hi) of a block rounded out to min_read (aligned to itself), within the block.
+  std::pair<uint32_t, uint32_t> RoundToMinRead(uint32_t lo, uint32_t hi) const;
+  // Fetches the granules of bytes [lo, hi) (rounded to min_read) that block b lacks: into b's own
+  // buffer when they are one run, else as one span into a copy that replaces it at completion.
+  // REQUIRES: b holds data, no fetch fills it, and it lacks some of them.
+  std::shared_ptr<Fetch> FetchMissing(Block* b, uint32_t lo, uint32_t hi, bool prefetch,
+                                      uint64_t file_size, int64_t now) REQUIRES(mu_);
   // Granules (bits) covering bytes [lo, hi) of a block.
   uint64_t GranuleMask(uint64_t lo, uint64_t hi) const;
   // True when bytes [lo, hi) of the block are in memory (its valid granules, or its tail).
@@ -184,7 +192,9 @@ class FileCache final : private CacheBuffers {
 
   // CacheBuffers' two operations that need the data path's fetches (cache_buffers.h).
   Block* IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purpose, uint64_t file_size,
-                       int64_t now) override REQUIRES(mu_);
+                       int64_t now, uint32_t lo, uint32_t hi) override REQUIRES(mu_);
+  Fill PrefetchMissing(Block* b, uint32_t lo, uint32_t hi, uint64_t file_size, int64_t now) override
+      REQUIRES(mu_);
   void DrainIssues() override EXCLUDES(mu_);
   // Moves the queued fetches to this thread's list for SubmitTakenIssues, unless this thread is
   // submitting already (its loop takes them) or none is queued; true when it took some.

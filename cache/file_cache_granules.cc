@@ -110,16 +110,61 @@ Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin orig
   return b;
 }
 
+std::pair<uint32_t, uint32_t> FileCache::RoundToMinRead(uint32_t lo, uint32_t hi) const {
+  const uint32_t min_read = options_.min_read;
+  return {lo / min_read * min_read,
+          static_cast<uint32_t>(std::min<uint64_t>(RoundUp(hi, min_read), block_size_))};
+}
+
+std::shared_ptr<Fetch> FileCache::FetchMissing(Block* b, uint32_t lo, uint32_t hi, bool prefetch,
+                                               uint64_t file_size, int64_t now) {
+  // One run goes into the block's own buffer: a fetch never rewrites a valid granule, which
+  // readers may be reading. Several runs are read as one span (re-reading the valid granules
+  // between them, which the disks hold as the cache does) into a copy of the buffer that
+  // replaces it when the fetch completes.
+  const auto [round_lo, round_hi] = RoundToMinRead(lo, hi);
+  const uint64_t missing = GranuleMask(round_lo, round_hi) & ~b->valid_mask;
+  uint32_t run_lo = 0;
+  uint32_t run_hi = 0;
+  std::shared_ptr<BlockBuffer> buffer = b->data;
+  // The tail's bytes are valid too: a fetch of its granule goes to a copy as well.
+  const uint64_t tail = b->tail_end != 0 ? uint64_t{1} << (b->tail_end / granule_bytes_) : 0;
+  if (!OneRun(missing, granule_bytes_, &run_lo, &run_hi) || (missing & tail) != 0) {
+    run_lo = static_cast<uint32_t>(std::countr_zero(missing)) * granule_bytes_;
+    run_hi = static_cast<uint32_t>(64 - std::countl_zero(missing)) * granule_bytes_;
+    buffer = NewBlockBuffer(block_size_);
+    std::memcpy(buffer->bytes(), b->data->bytes(), block_size_);
+    if (!prefetch) ++counters_.demand_span_fetches;
+  }
+  std::shared_ptr<Fetch> f = NewFetch(b->key.ino, b->key.index, prefetch, file_size, now, run_lo,
+                                      run_hi, std::move(buffer));
+  f->block = b;
+  f->inode_epoch = table_.GetInode(b->key.ino)->epoch;
+  b->fetch = f.get();
+  table_.Unqueue(b);  // a block being filled is on no queue
+  return f;
+}
+
+CacheBuffers::Fill FileCache::PrefetchMissing(Block* b, uint32_t lo, uint32_t hi,
+                                              uint64_t file_size, int64_t now) {
+  hi = std::min(hi, block_size_);
+  if (b->data == nullptr && b->fetch == nullptr) return Fill::kNotNeeded;  // nothing to fill
+  if (Holds(*b, lo, hi)) return Fill::kNotNeeded;
+  if (b->fetch != nullptr) {
+    return (GranuleMask(lo, hi) & ~b->valid_mask & ~b->fetch->mask) == 0 ? Fill::kNotNeeded
+                                                                         : Fill::kLater;
+  }
+  if (!DiskHasRoom(b->disk)) return Fill::kLater;
+  ++counters_.hinted_fills;
+  FetchMissing(b, lo, hi, /*prefetch=*/true, file_size, now);
+  return Fill::kIssued;
+}
+
 ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b,
                                uint32_t lo, uint32_t hi, uint64_t file_size, int64_t now,
                                LruEvents* lru) {
   const bool demand = !ctx.speculative;
   const uint64_t needed = GranuleMask(lo, hi);
-  // A miss reads its granules rounded out to min_read (granule-aligned, at most the block).
-  const uint32_t min_read = options_.min_read;
-  const uint32_t round_lo = lo / min_read * min_read;
-  const uint32_t round_hi =
-      static_cast<uint32_t>(std::min<uint64_t>(RoundUp(hi, min_read), block_size_));
   if (demand) ++counters_.demand_misses;
   if (b == nullptr) {
     if (demand) {
@@ -130,6 +175,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
       }
     }
     MakeRoomFromUnheld();  // else overshoot: a demand read never waits for a buffer
+    const auto [round_lo, round_hi] = RoundToMinRead(lo, hi);
     b = NewFetchedBlock(ino, index, BlockOrigin::kDemand, /*prefetch=*/false, file_size, now,
                         round_lo, round_hi);
     return JoinFetch(b->fetch->self);
@@ -148,31 +194,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
       return JoinFetch(b->fetch->self);
     }
   } else {
-    // A partly valid block: fetch its missing granules (of the rounded range). One run goes into
-    // the block's own buffer: a fetch never rewrites a valid granule, which readers may be
-    // reading. Several runs are read as one span (re-reading the valid granules between them,
-    // which the disks hold as the cache does) into a copy of the buffer that replaces it when the
-    // fetch completes.
-    const uint64_t missing = GranuleMask(round_lo, round_hi) & ~b->valid_mask;
-    uint32_t run_lo = 0;
-    uint32_t run_hi = 0;
-    std::shared_ptr<BlockBuffer> buffer = b->data;
-    // The tail's bytes are valid too: a fetch of its granule goes to a copy as well.
-    const uint64_t tail = b->tail_end != 0 ? uint64_t{1} << (b->tail_end / granule_bytes_) : 0;
-    if (!OneRun(missing, granule_bytes_, &run_lo, &run_hi) || (missing & tail) != 0) {
-      run_lo = static_cast<uint32_t>(std::countr_zero(missing)) * granule_bytes_;
-      run_hi = static_cast<uint32_t>(64 - std::countl_zero(missing)) * granule_bytes_;
-      buffer = NewBlockBuffer(block_size_);
-      std::memcpy(buffer->bytes(), b->data->bytes(), block_size_);
-      ++counters_.demand_span_fetches;
-    }
-    std::shared_ptr<Fetch> f =
-        NewFetch(ino, index, /*prefetch=*/false, file_size, now, run_lo, run_hi, std::move(buffer));
-    f->block = b;
-    f->inode_epoch = table_.GetInode(ino)->epoch;
-    b->fetch = f.get();
-    table_.Unqueue(b);  // a block being filled is on no queue
-    return JoinFetch(std::move(f));
+    return JoinFetch(FetchMissing(b, lo, hi, /*prefetch=*/false, file_size, now));
   }
   // Another fetch is filling the block and does not bring all this read needs: its granules
   // come in a buffer of its own, kept by no block (rare: concurrent readers of different parts

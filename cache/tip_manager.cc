@@ -38,6 +38,9 @@ constexpr size_t kMaxPrefetchLookahead = 256;
 // block to give up: the whole window and a little below it.
 constexpr size_t kEjectScan = kMaxPrefetchLookahead + 64;
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
+// Accesses right after one that may name its block too, read by the same prefetch: a block of
+// 64 KiB read 4 KiB at a time, each read hinted, is 16.
+constexpr size_t kBlockRunLookahead = 64;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Hints go beyond their horizon on an idle disk only from a source at least this accurate (for
 // their owner), and never tainted speculative ones (issue 16, item 7; see Benefit).
@@ -304,6 +307,22 @@ TipManager::Ejection TipManager::CheapestEjection(const HintStream* exclude, int
 
 // ---- Buffers ------------------------------------------------------------------------------
 
+std::pair<uint32_t, uint32_t> TipManager::BytesInBlock(const HintStream& s, size_t i) const {
+  const HintedAccess& a = s.at(i);
+  uint64_t begin = a.begin;
+  uint64_t end = a.end;
+  // A reader that hints each of its reads (a speculating child, 4 KiB at a time) names a block
+  // in several accesses in a row: one fetch brings them all.
+  for (size_t j = i + 1; j < s.expanded() && j < i + kBlockRunLookahead; ++j) {
+    const HintedAccess& next = s.at(j);
+    if (next.ino != a.ino || next.block != a.block) break;
+    begin = std::min(begin, next.begin);
+    end = std::max(end, next.end);
+  }
+  const uint64_t start = a.block * block_size_;
+  return {static_cast<uint32_t>(begin - start), static_cast<uint32_t>(end - start)};
+}
+
 void TipManager::Hold(HintedAccess* a, Block* b) {
   a->state = HintedAccess::State::kHeld;
   a->block_id = b->id;
@@ -478,7 +497,14 @@ size_t TipManager::NextCandidate(HintStream* s) {
       continue;
     }
     if (Block* b = buffers_->FindBlock(a.ino, a.block); b != nullptr) {
-      Hold(&a, b);  // cached or on its way already: no buffer and no I/O to decide about
+      // Cached or on its way already: no buffer to decide about, and I/O only for the hinted
+      // bytes a partly cached block lacks (waiting, like a new block, for its disk's room).
+      const auto [lo, hi] = BytesInBlock(*s, i);
+      if (buffers_->PrefetchMissing(b, lo, hi, a.file_size, clock_->NowNanos()) ==
+          CacheBuffers::Fill::kLater) {
+        continue;
+      }
+      Hold(&a, b);
       HandOverKept(s, a, b);
       continue;
     }
@@ -549,8 +575,9 @@ bool TipManager::DecideOnce() {
     return false;
   }
   HintedAccess& a = best->at(best_index);
-  Block* b =
-      buffers_->IssuePrefetch(a.ino, a.block, CacheBuffers::Purpose::kHinted, a.file_size, now);
+  const auto [lo, hi] = BytesInBlock(*best, best_index);
+  Block* b = buffers_->IssuePrefetch(a.ino, a.block, CacheBuffers::Purpose::kHinted, a.file_size,
+                                     now, lo, hi);
   if (b == nullptr) return false;
   b->hint_source = static_cast<uint8_t>(a.source);
   Hold(&a, b);
@@ -586,7 +613,7 @@ void TipManager::RunReadahead(int64_t now) {
         const double benefit = ReadaheadBenefit(tgid, disk, index - run->last_block);
         if (!MakeRoomForPrefetch(benefit, nullptr, now, /*spare_only=*/benefit == 0)) break;
         if (buffers_->IssuePrefetch(run->ino, index, CacheBuffers::Purpose::kReadahead,
-                                    run->file_size, now) == nullptr) {
+                                    run->file_size, now, 0, block_size_) == nullptr) {
           break;
         }
       }

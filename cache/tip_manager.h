@@ -200,6 +200,9 @@ class TipManager {
   size_t NextCandidate(HintStream* s) REQUIRES(mu_, buffers_->mu());
   void ExpandStream(HintStream* s, size_t count) REQUIRES(mu_, buffers_->mu());
   uint64_t ExpansionBudget() const REQUIRES(mu_, buffers_->mu());
+  // The bytes of its block (from the block's start) that access i of s and the accesses right
+  // after it naming the same block will read: what a prefetch for them fetches.
+  std::pair<uint32_t, uint32_t> BytesInBlock(const HintStream& s, size_t i) const;
   void Hold(HintedAccess* a, Block* b) REQUIRES(mu_, buffers_->mu());
   void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, buffers_->mu());
   void RunWarmups(int64_t now) REQUIRES(mu_, buffers_->mu());

@@ -372,7 +372,7 @@ void TipManager::RunWarmups(int64_t now) {
         if (!buffers_->DiskHasRoom(buffers_->DiskOf(a.ino, a.block))) break;
         buffers_->MakeRoomFromUnheld();
         if (buffers_->IssuePrefetch(a.ino, a.block, CacheBuffers::Purpose::kWarmup, a.file_size,
-                                    now) == nullptr) {
+                                    now, 0, block_size_) == nullptr) {
           break;
         }
         ++w->blocks_prefetched;

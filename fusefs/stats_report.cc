@@ -82,6 +82,8 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
        "Hint calls refused by a cap"},
       {"hints.prefetched", "tipfs_hint_prefetched_blocks_total", double(s.hinted_prefetched),
        "counter", "Blocks prefetched for hints"},
+      {"hints.fills", "tipfs_hint_fills_total", double(s.hinted_fills), "counter",
+       "Prefetches of hinted bytes a cached block lacked"},
       {"hints.used", "tipfs_hint_used_blocks_total", double(s.hinted_used), "counter",
        "Prefetched hinted blocks then read"},
       {"hints.evicted_unused", "tipfs_hint_evicted_unused_blocks_total",

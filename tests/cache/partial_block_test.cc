@@ -1,5 +1,6 @@
 // Partially filled blocks: a demand miss fetches the granules its read covers (rounded to
-// CacheOptions::min_read), not the whole stripe unit; prefetches still fetch whole blocks; writes,
+// CacheOptions::min_read), not the whole stripe unit; read-ahead fetches whole blocks and hinted
+// prefetches the bytes their hints name (and what a partly cached block lacks of them); writes,
 // truncation and holes stay correct over blocks of which only some granules are valid.
 #include <gtest/gtest.h>
 
@@ -25,18 +26,23 @@ constexpr uint32_t kUnit = 64 * 1024;
 constexpr uint32_t kPage = 4096;
 const ReadContext kReader{100, 100};
 
-// Counts the bytes the cache asks the disks to read.
+// Counts the reads and the bytes the cache asks the disks for.
 class CountingDisk : public stripe::DiskWrapper {
  public:
-  CountingDisk(std::unique_ptr<stripe::Disk> inner, std::atomic<uint64_t>* bytes)
-      : DiskWrapper(std::move(inner)), bytes_(bytes) {}
+  CountingDisk(std::unique_ptr<stripe::Disk> inner, std::atomic<uint64_t>* bytes,
+               std::atomic<uint64_t>* reads)
+      : DiskWrapper(std::move(inner)), bytes_(bytes), reads_(reads) {}
   void Submit(stripe::DiskRequest request) override {
-    if (request.kind == stripe::DiskRequest::Kind::kRead) bytes_->fetch_add(request.length);
+    if (request.kind == stripe::DiskRequest::Kind::kRead) {
+      bytes_->fetch_add(request.length);
+      reads_->fetch_add(1);
+    }
     inner_->Submit(std::move(request));
   }
 
  private:
   std::atomic<uint64_t>* const bytes_;
+  std::atomic<uint64_t>* const reads_;
 };
 
 // A rig of 4 disks whose reads are counted; `file` bytes of inode 2 already on the disks.
@@ -45,7 +51,7 @@ struct Rig {
                size_t file_bytes = 16 * kUnit)
       : rig(4, unit, options, wrap,
             [this](std::unique_ptr<stripe::Disk> inner, Clock*) -> std::unique_ptr<stripe::Disk> {
-              return std::make_unique<CountingDisk>(std::move(inner), &read_bytes);
+              return std::make_unique<CountingDisk>(std::move(inner), &read_bytes, &reads);
             }),
         file(RandomBytes(file_bytes, 7)) {
     rig.WriteUnderneath(kIno, file);
@@ -62,8 +68,20 @@ struct Rig {
   }
   std::string Expect(uint64_t offset, size_t length) const { return file.substr(offset, length); }
 
+  // A hint of `extents` (offset, length) of the file, in order.
+  void Hint(const std::vector<std::pair<uint64_t, uint64_t>>& extents) {
+    HintBatch batch;
+    batch.stream = 100;
+    batch.owner = 100;
+    for (const auto& [offset, length] : extents) {
+      batch.extents.push_back(HintExtent{kIno, offset, length, file.size()});
+    }
+    ASSERT_TRUE(rig.cache->Hint(batch).ok());
+  }
+
   static constexpr uint64_t kIno = 2;
   std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> reads{0};
   CacheRig rig;
   std::string file;
 };
@@ -150,7 +168,7 @@ TEST(PartialBlockTest, TruncateAndHolesReadAsZeros) {
             kPage);
 }
 
-TEST(PartialBlockTest, PrefetchAndHintedFetchesFillWholeBlocks) {
+TEST(PartialBlockTest, PrefetchAndWholeBlockHintsFillWholeBlocks) {
   Rig r(UnitBlocks());
   HintBatch batch;
   batch.stream = 100;
@@ -183,6 +201,50 @@ TEST(PartialBlockTest, PrefetchAndHintedFetchesFillWholeBlocks) {
   ASSERT_GT(stats.readahead_issued, 0u);
   EXPECT_EQ(fetched,
             (stats.demand_misses - before.demand_misses) * kPage + stats.readahead_issued * kUnit);
+}
+
+TEST(PartialBlockTest, AHintedPrefetchReadsTheBytesTheHintNames) {
+  Rig r(UnitBlocks());
+  // Bytes 8K to 16K + 100 of block 4: granules 2, 3 and 4.
+  const uint64_t at = 4 * kUnit + 2 * kPage;
+  EXPECT_EQ(r.Fetched([&] { r.Hint({{at, 2 * kPage + 100}}); }), 3 * kPage);
+  EXPECT_EQ(
+      r.Fetched([&] { EXPECT_TRUE(r.Read(at, 2 * kPage + 100) == r.Expect(at, 2 * kPage + 100)); }),
+      0u);
+  EXPECT_EQ(r.rig.cache->Stats().hinted_used, 1u);
+  EXPECT_EQ(r.rig.cache->Stats().demand_misses, 0u);
+}
+
+TEST(PartialBlockTest, HintsOfOneBlockInARowAreOnePrefetch) {
+  Rig r(UnitBlocks());
+  // A reader hinting each of its reads: 4 KiB at every other page of block 3.
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  for (uint64_t page = 0; page < 16; page += 2)
+    extents.emplace_back(3 * kUnit + page * kPage, kPage);
+  const uint64_t fetched = r.Fetched([&] {
+    r.Hint(extents);
+    for (const auto& [offset, length] : extents) {
+      EXPECT_TRUE(r.Read(offset, length) == r.Expect(offset, length));
+    }
+  });
+  // Pages 0 to 14, the ones between included: one read.
+  EXPECT_EQ(fetched, 15 * kPage);
+  EXPECT_EQ(r.reads.load(), 1u);
+  EXPECT_EQ(r.rig.cache->Stats().demand_misses, 0u);
+}
+
+TEST(PartialBlockTest, AHintFillsWhatAPartlyCachedBlockLacks) {
+  Rig r(UnitBlocks());
+  const uint64_t at = 5 * kUnit;
+  ASSERT_TRUE(r.Read(at, kPage) == r.Expect(at, kPage));
+  // The hint names pages 0 to 7; page 0 is cached, 1 to 7 are prefetched into the block.
+  EXPECT_EQ(r.Fetched([&] { r.Hint({{at, 8 * kPage}}); }), 7 * kPage);
+  EXPECT_EQ(r.rig.cache->Stats().hinted_fills, 1u);
+  EXPECT_EQ(r.Fetched([&] { EXPECT_TRUE(r.Read(at, 8 * kPage) == r.Expect(at, 8 * kPage)); }), 0u);
+  EXPECT_EQ(r.rig.cache->Stats().demand_misses, 1u);
+  // Nothing is missing for a second hint of the same bytes.
+  EXPECT_EQ(r.Fetched([&] { r.Hint({{at, 8 * kPage}}); }), 0u);
+  EXPECT_EQ(r.rig.cache->Stats().hinted_fills, 1u);
 }
 
 TEST(PartialBlockTest, MinReadRoundsTheFetch) {
