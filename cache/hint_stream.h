@@ -7,7 +7,8 @@
 // the hinted accesses it overlaps, in order. A read that overlaps one of the next few accesses
 // (kMatchLookahead) consumes it and drops the ones before it as skipped; a read of the block just
 // consumed is neutral; anything else is an unhinted read, and after kRetireAfterMismatches of those
-// in a row the stream is retired by its owner.
+// in a row the stream is retired by its owner (unless it holds a speculating child's hints, which
+// its program judges: TipManager::MatchStreams).
 //
 // A stream its owner shared with its descendants (TIPFS_IOC_SHARE: a loader whose worker processes
 // read the order it disclosed, each its own part at once) is matched in any order instead: a read

@@ -239,6 +239,8 @@ class TipManager {
                                    uint64_t end, bool held) const REQUIRES(mu_);
   bool MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, int64_t now)
       REQUIRES(mu_, buffers_->mu());
+  // True while `s` holds a speculating child's hints: reads that do not match do not retire it.
+  static bool HoldsSpeculativeHints(const HintStream& s);
   // Stream sharing (stream_sharing.cc). The shared streams of the reader itself and of
   // ctx.shared_owner, matched in any order.
   bool MatchSharedStreams(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,

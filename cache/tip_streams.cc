@@ -257,6 +257,20 @@ void TipManager::RetireIdleStreams(int64_t now) {
   }
 }
 
+// A speculating child's stream is not retired for reads that do not match it: its program judges
+// it (libtipspec's on-track check cancels the child's epoch once the program's read is not the
+// child's), and the child hints only blocks neither cached nor coming (OnSpeculativeRead), so a
+// program on its child's path makes any number of reads no hint names. GNU ld re-reads objects
+// still cached from its last pass: 64 such reads retired the stream, cancelling the hints ahead,
+// and every stream the child (up to 512 reads ahead) made after that was retired before the
+// program reached it, about 30 times a run: 0.89 of the original instead of 0.56
+// (bench/spec/README.md, "gcc's bimodal first run"). The child's run-ahead bound and the tainted
+// budget cap what such a stream holds; one left behind by a program that died retires when idle.
+bool TipManager::HoldsSpeculativeHints(const HintStream& s) {
+  return s.outstanding_bytes(HintSource::kSpeculative) > 0 ||
+         s.outstanding_bytes(HintSource::kSpeculativeTainted) > 0;
+}
+
 bool TipManager::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length,
                               int64_t now) {
   auto owner_it = owners_.find(tgid);
@@ -273,7 +287,7 @@ bool TipManager::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint
       matched = true;
       break;
     }
-    if (s->retire_due()) retire.push_back(id);
+    if (s->retire_due() && !HoldsSpeculativeHints(*s)) retire.push_back(id);
   }
   for (uint64_t id : retire) {
     DeleteStream(id, /*warmup=*/false, Release::kCancelled);

@@ -172,5 +172,30 @@ TEST(SpecSourcesTest, HistoryAndSpeculationDoNotHintTheSameBlocksTwice) {
   rig.ReleaseAll();
 }
 
+// A speculating child hints only what is neither cached nor coming, so its program, on the child's
+// path, makes reads no hint names (GNU ld re-reading objects still cached from its last pass).
+// Those must not retire the stream: its program's on-track check judges it. Retiring it cancelled
+// the hints ahead, and every later stream of a child far ahead was retired before the program got
+// to it (a gcc link's first run at 0.89 of the original instead of 0.56).
+TEST(SpecSourcesTest, ReadsNoHintNamesDoNotRetireTheChildsStream) {
+  CacheRig rig(2, kBlock, TestOptions(256));
+  const std::string data = NewFile(rig, 1, 200);
+  int error = 0;
+  EXPECT_EQ(rig.Read(Child(100, 1, HintSource::kSpeculativeTainted), 1, 150 * kBlock, kBlock,
+                     data.size(), &error),
+            "");
+  EXPECT_EQ(error, EAGAIN);
+  for (uint64_t b = 0; b < 2 * HintStream::kRetireAfterMismatches; ++b) {
+    rig.Read(ReadContext{100, 100}, 1, b * kBlock, 10, data.size());
+  }
+  EXPECT_TRUE(rig.cache->QueryStream(100).exists);
+  EXPECT_EQ(rig.Read(ReadContext{100, 100}, 1, 150 * kBlock, kBlock, data.size()),
+            data.substr(150 * kBlock, kBlock));
+  CacheStats stats = rig.cache->Stats();
+  EXPECT_EQ(stats.streams_retired, 0u);
+  EXPECT_EQ(stats.hinted_cancelled, 0u);
+  EXPECT_EQ(stats.blocks_consumed[static_cast<size_t>(HintSource::kSpeculativeTainted)], 1u);
+}
+
 }  // namespace
 }  // namespace tipfs::cache
