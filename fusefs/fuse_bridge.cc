@@ -86,8 +86,9 @@ Caller CallerOf(fuse_req_t req) {
 void ReplyStatus(fuse_req_t req, const Status& status) { fuse_reply_err(req, status.error()); }
 
 uint32_t BlockSizeFor(FileSystem* fs) {
-  // stdio sizes its buffer by st_blksize: make it at least a stripe unit so each buffered read
-  // is one full unit (and fast sequential readers touch every disk).
+  // Programs that size their reads by st_blksize (coreutils' cat and cp; glibc's stdio only up
+  // to BUFSIZ) read at least a stripe unit at a time, and fast sequential readers touch every
+  // disk.
   return std::max<uint32_t>(fs->volume()->layout().stripe_unit(), 128 * 1024);
 }
 

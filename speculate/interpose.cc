@@ -21,12 +21,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <new>
+
+#include "speculate/read_window.h"
 #include "speculate/speculator.h"
 
 #define TIPSPEC_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
+using tipfs::spec::ReadWindow;
 using tipfs::spec::Speculator;
 
 template <typename Fn>
@@ -60,15 +65,40 @@ mode_t ModeArgument(int flags, va_list ap) {
 
 // ---- stdio streams on watched files --------------------------------------------------------
 
+// What a stream reads after a seek: more than glibc's BUFSIZ, because a transfer of 32 KiB
+// costs less than the positioning or round trip a second read would (hp-c2247: 9.4 ms against
+// 15.6 ms; ssd 59 us against 90 us; nvme 11 us against 20 us; FUSE: a round trip of 30-60 us),
+// and a small file comes whole: GNU ld's objects (median 20 KB) are then read once per stream,
+// 358 reads of the mount for its 320 objects where glibc's own streams make 5,137.
+constexpr size_t kSeekRead = 32 * 1024;
+
 struct CookieFile {
   int fd;
-  char* buffer;
+  off64_t fd_offset;  // where the descriptor stands (the stream's reads move it)
+  char* buffer;       // glibc's buffer of the stream
+  char* storage;      // the window's bytes
+  ReadWindow window;
 };
+
+void FreeCookie(CookieFile* file) {
+  file->window.~ReadWindow();
+  free(file->buffer);
+  free(file->storage);
+  free(file);
+}
 
 ssize_t CookieRead(void* cookie, char* buffer, size_t size) {
   REAL(read);
-  int fd = static_cast<CookieFile*>(cookie)->fd;
-  return ObservedRead(fd, -1, [&] { return real_read(fd, buffer, size); });
+  auto* file = static_cast<CookieFile*>(cookie);
+  return file->window.Read(buffer, size, [file](off64_t offset, char* into, size_t length) {
+    if (file->fd_offset != offset) {
+      if (lseek64(file->fd, offset, SEEK_SET) < 0) return ssize_t{-1};
+      file->fd_offset = offset;
+    }
+    const ssize_t n = ObservedRead(file->fd, -1, [&] { return real_read(file->fd, into, length); });
+    if (n > 0) file->fd_offset += n;
+    return n;
+  });
 }
 
 ssize_t CookieWrite(void*, const char*, size_t) {
@@ -77,9 +107,24 @@ ssize_t CookieWrite(void*, const char*, size_t) {
 }
 
 int CookieSeek(void* cookie, off64_t* position, int whence) {
-  off64_t result = lseek64(static_cast<CookieFile*>(cookie)->fd, *position, whence);
-  if (result < 0) return -1;
-  *position = result;
+  auto* file = static_cast<CookieFile*>(cookie);
+  off64_t target = *position;
+  if (whence == SEEK_CUR) {
+    target += file->window.position();
+  } else if (whence == SEEK_END) {
+    target = lseek64(file->fd, *position, SEEK_END);
+    if (target < 0) return -1;
+    file->fd_offset = target;
+  } else if (whence != SEEK_SET) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (target < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  file->window.Seek(target);
+  *position = target;
   return 0;
 }
 
@@ -88,8 +133,7 @@ int CookieClose(void* cookie) {
   auto* file = static_cast<CookieFile*>(cookie);
   Forget(file->fd);
   int result = real_close(file->fd);
-  free(file->buffer);
-  free(file);
+  FreeCookie(file);
   return result;
 }
 
@@ -101,20 +145,34 @@ bool ReadOnlyMode(const char* mode) {
 FILE* SpeculatedStream(int fd, const char* mode) {
   struct stat st;
   if (fstat(fd, &st) != 0) return nullptr;
+  const off64_t position = lseek64(fd, 0, SEEK_CUR);
+  if (position < 0) return nullptr;
+  // glibc's own stream buffers st_blksize bytes when that is below BUFSIZ, else BUFSIZ
+  // (filedoalloc.c): this one's buffer too, each refill served from the window. The window reads
+  // kSeekRead bytes after a seek (less when st_blksize is smaller) and up to st_blksize (the
+  // mount's: a stripe unit or more) for a reader that goes on.
+  const size_t buffer_size = st.st_blksize > 0 && st.st_blksize < BUFSIZ
+                                 ? static_cast<size_t>(st.st_blksize)
+                                 : static_cast<size_t>(BUFSIZ);
+  const size_t capacity = std::max(buffer_size, static_cast<size_t>(st.st_blksize));
+  const size_t first_read = std::min(capacity, std::max(buffer_size, kSeekRead));
   auto* cookie = static_cast<CookieFile*>(calloc(1, sizeof(CookieFile)));
   if (cookie == nullptr) return nullptr;
   cookie->fd = fd;
+  cookie->fd_offset = position;
+  cookie->buffer = static_cast<char*>(malloc(buffer_size));
+  cookie->storage = static_cast<char*>(malloc(capacity));
+  new (&cookie->window) ReadWindow(cookie->storage, capacity, first_read, position);
   cookie_io_functions_t functions = {CookieRead, CookieWrite, CookieSeek, CookieClose};
-  FILE* stream = fopencookie(cookie, mode, functions);
+  FILE* stream = cookie->buffer != nullptr && cookie->storage != nullptr
+                     ? fopencookie(cookie, mode, functions)
+                     : nullptr;
   if (stream == nullptr) {
-    free(cookie);
+    FreeCookie(cookie);
     return nullptr;
   }
   stream->_fileno = fd;
-  // The buffer size glibc would pick for this file (st_blksize); a cookie stream would use BUFSIZ.
-  size_t size = st.st_blksize > 0 ? static_cast<size_t>(st.st_blksize) : BUFSIZ;
-  cookie->buffer = static_cast<char*>(malloc(size));
-  if (cookie->buffer != nullptr) setvbuf(stream, cookie->buffer, _IOFBF, size);
+  setvbuf(stream, cookie->buffer, _IOFBF, buffer_size);
   return stream;
 }
 

@@ -66,7 +66,9 @@ class SpecMountTest : public MountedTest {
     auto stats = scratch_.Stats();
     EXPECT_GE(stats["forks"], 1u) << argv[0];
     if (require_hints_consumed_) {
-      EXPECT_GE(stats["hints_consumed"], 1u) << argv[0] << " was not speculated on";
+      EXPECT_GE(stats["hints_consumed"], 1u) << argv[0] << " was not speculated on; libtipspec's "
+                                             << "counters:\n"
+                                             << ReadFile(scratch_.stats_file());
     }
     return speculated.out;
   }
