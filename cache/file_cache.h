@@ -174,7 +174,7 @@ class FileCache final : private CacheBuffers {
   ReadPart DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t index, Block* b, uint32_t lo,
                       uint32_t hi, uint64_t file_size, int64_t now, LruEvents* lru) REQUIRES(mu_);
   // Bytes [lo, hi) of a block rounded out to min_read (aligned to itself), within the block.
-  std::pair<uint32_t, uint32_t> RoundToMinRead(uint32_t lo, uint32_t hi) const;
+  std::pair<uint32_t, uint32_t> RoundToMinRead(uint32_t lo, uint32_t hi) const REQUIRES(mu_);
   // Fetches the granules of bytes [lo, hi) (rounded to min_read) that block b lacks: into b's own
   // buffer when they are one run, else as one span into a copy that replaces it at completion.
   // REQUIRES: b holds data, no fetch fills it, and it lacks some of them.
