@@ -197,12 +197,13 @@ struct CacheStats {
   std::array<uint64_t, kHintSourceCount> blocks_consumed{};  // hinted accesses read, per source
   std::array<double, kHintSourceCount> accuracy{};           // measured, per source (the discount)
   uint64_t hinted_prefetched = 0;                            // blocks fetched for hints
-  uint64_t hinted_fills = 0;  // fetches of the granules a hint names that its cached block lacked
-  uint64_t hinted_used = 0;   // of those, read on demand
-  uint64_t hinted_evicted_unused = 0;  // of those, evicted before any read
-  uint64_t hinted_cancelled = 0;       // hinted accesses dropped by cancel, epoch or retirement
-  uint64_t hinted_skipped = 0;         // hinted accesses passed over by the reader
-  uint64_t hinted_ejected = 0;         // hinted blocks given up for a better use (TIP decision)
+  uint64_t hinted_used = 0;                                  // of those, read on demand
+  uint64_t hinted_evicted_unused = 0;                        // of those, evicted before any read
+  uint64_t hinted_cancelled = 0;  // hinted accesses dropped by cancel, epoch or retirement
+  uint64_t hinted_skipped = 0;    // hinted accesses passed over by the reader
+  uint64_t hinted_ejected = 0;    // hinted blocks given up for a better use (TIP decision)
+  // Prefetches of the granules a hint names that its block, cached in part, lacked.
+  uint64_t hinted_fills = 0;
   // Blocks kept after a read because the reader's hints read them again beyond the lookahead
   // window (informed caching; cache/tip_reuse.cc).
   uint64_t hinted_kept_for_reuse = 0;

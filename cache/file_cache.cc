@@ -179,7 +179,7 @@ Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purp
                              : purpose == Purpose::kReadahead ? BlockOrigin::kReadahead
                                                               : BlockOrigin::kWarmup;
   if (purpose == Purpose::kReadahead) ++counters_.readahead_issued;
-  const auto [round_lo, round_hi] = RoundToMinRead(lo, std::min(hi, block_size_));
+  const auto [round_lo, round_hi] = RoundToMinRead(lo, hi);
   return NewFetchedBlock(ino, block_index, origin, /*prefetch=*/true, file_size, now, round_lo,
                          round_hi);
 }

@@ -180,6 +180,8 @@ class FileCache final : private CacheBuffers {
   // REQUIRES: b holds data, no fetch fills it, and it lacks some of them.
   std::shared_ptr<Fetch> FetchMissing(Block* b, uint32_t lo, uint32_t hi, bool prefetch,
                                       uint64_t file_size, int64_t now) REQUIRES(mu_);
+  // True when b's fetch in flight brings every granule of `needed` that b lacks.
+  bool FetchBrings(const Block& b, uint64_t needed) const REQUIRES(mu_);
   // Granules (bits) covering bytes [lo, hi) of a block.
   uint64_t GranuleMask(uint64_t lo, uint64_t hi) const;
   // True when bytes [lo, hi) of the block are in memory (its valid granules, or its tail).

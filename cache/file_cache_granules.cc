@@ -145,14 +145,16 @@ std::shared_ptr<Fetch> FileCache::FetchMissing(Block* b, uint32_t lo, uint32_t h
   return f;
 }
 
+bool FileCache::FetchBrings(const Block& b, uint64_t needed) const {
+  return (needed & ~b.valid_mask & ~b.fetch->mask) == 0;
+}
+
 CacheBuffers::Fill FileCache::PrefetchMissing(Block* b, uint32_t lo, uint32_t hi,
                                               uint64_t file_size, int64_t now) {
-  hi = std::min(hi, block_size_);
-  if (b->data == nullptr && b->fetch == nullptr) return Fill::kNotNeeded;  // nothing to fill
   if (Holds(*b, lo, hi)) return Fill::kNotNeeded;
+  // A block without data is being filled (a failed fetch erases its block).
   if (b->fetch != nullptr) {
-    return (GranuleMask(lo, hi) & ~b->valid_mask & ~b->fetch->mask) == 0 ? Fill::kNotNeeded
-                                                                         : Fill::kLater;
+    return FetchBrings(*b, GranuleMask(lo, hi)) ? Fill::kNotNeeded : Fill::kLater;
   }
   if (!DiskHasRoom(b->disk)) return Fill::kLater;
   ++counters_.hinted_fills;
@@ -189,7 +191,7 @@ ReadPart FileCache::DemandPart(const ReadContext& ctx, uint64_t ino, uint64_t in
   }
   if (b->fetch != nullptr) {
     // The fetch in flight brings what is missing: wait for it, never fetch a granule twice.
-    if ((needed & ~b->valid_mask & ~b->fetch->mask) == 0) {
+    if (FetchBrings(*b, needed)) {
       if (demand) ++counters_.inflight_waits;
       return JoinFetch(b->fetch->self);
     }

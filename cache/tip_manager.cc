@@ -453,7 +453,7 @@ void TipManager::ExpandStream(HintStream* s, size_t count) {
   expanded_accesses_ += s->expanded() - before;
 }
 
-size_t TipManager::NextCandidate(HintStream* s) {
+size_t TipManager::NextCandidate(HintStream* s, int64_t now) {
   s->AdvanceCursor();
   // A stream never holds more than the whole cache.
   if (s->cursor() >= buffers_->capacity_blocks()) return kNone;
@@ -500,8 +500,7 @@ size_t TipManager::NextCandidate(HintStream* s) {
       // Cached or on its way already: no buffer to decide about, and I/O only for the hinted
       // bytes a partly cached block lacks (waiting, like a new block, for its disk's room).
       const auto [lo, hi] = BytesInBlock(*s, i);
-      if (buffers_->PrefetchMissing(b, lo, hi, a.file_size, clock_->NowNanos()) ==
-          CacheBuffers::Fill::kLater) {
+      if (buffers_->PrefetchMissing(b, lo, hi, a.file_size, now) == CacheBuffers::Fill::kLater) {
         continue;
       }
       Hold(&a, b);
@@ -533,7 +532,7 @@ bool TipManager::DecideOnce() {
   double best_benefit = 0;
   bool best_beyond_horizon = false;
   for (auto& [id, stream] : streams_) {
-    const size_t index = NextCandidate(stream.get());
+    const size_t index = NextCandidate(stream.get(), now);
     if (index == kNone) continue;
     bool beyond_horizon = false;
     const double benefit = Benefit(stream.get(), index, now, &beyond_horizon);

@@ -197,7 +197,7 @@ class TipManager {
                            bool spare_only) REQUIRES(mu_, buffers_->mu());
   // Gives up buffers until the table is within capacity (a demand read may overshoot).
   void EnforceCapacity(int64_t now) REQUIRES(mu_, buffers_->mu());
-  size_t NextCandidate(HintStream* s) REQUIRES(mu_, buffers_->mu());
+  size_t NextCandidate(HintStream* s, int64_t now) REQUIRES(mu_, buffers_->mu());
   void ExpandStream(HintStream* s, size_t count) REQUIRES(mu_, buffers_->mu());
   uint64_t ExpansionBudget() const REQUIRES(mu_, buffers_->mu());
   // The bytes of its block (from the block's start) that access i of s and the accesses right

@@ -92,6 +92,18 @@ class SpecMountTest : public MountedTest {
     return scratch_.Run(command, false, mount_->mountpoint(), environment);
   }
 
+  // `program` and `count` text files under the mount, `name`0.. (file i: size + i * step bytes of
+  // the text of seed + i), as its arguments.
+  std::vector<std::string> ProgramOverTextFiles(const std::string& program, const std::string& name,
+                                                int count, int seed, size_t size, size_t step) {
+    std::vector<std::string> argv = {program};
+    for (int i = 0; i < count; ++i) {
+      argv.push_back(Path(name + std::to_string(i)));
+      WriteFile(argv.back(), MakeText(seed + i, size + step * static_cast<size_t>(i)));
+    }
+    return argv;
+  }
+
   // A tree of text files of assorted sizes under the mount.
   void MakeTree(const std::string& relative, int dirs, int files_per_dir) {
     for (int d = 0; d < dirs; ++d) {

@@ -103,13 +103,7 @@ class SpecMountDirectTest : public SpecMountTest {
 // kernel's read-ahead brings the rest of a file after a stream's first small read, and the
 // child's hints of it are never read at the mount.
 TEST_F(SpecMountDirectTest, StdioReaderIsByteIdentical) {
-  std::vector<std::string> argv = {HAZARD_STDIO};
-  for (int i = 0; i < 8; ++i) {
-    std::string path = Path("text" + std::to_string(i) + ".txt");
-    WriteFile(path, MakeText(10 + i, 20000 + 15000 * i));
-    argv.push_back(path);
-  }
-  ExpectSameOutput(argv);
+  ExpectSameOutput(ProgramOverTextFiles(HAZARD_STDIO, "text", 8, 10, 20000, 15000));
 }
 
 // libtipspec turns a program's read-only FILE streams into streams whose refills it sees. They
@@ -118,12 +112,8 @@ TEST_F(SpecMountDirectTest, StdioReaderIsByteIdentical) {
 // (GNU ld, seeking about each object, read 343 MB under `tipfs run` where it read 37 MB without).
 // No child is forked (no read stalls that long), so the mount's counters are the program's.
 TEST_F(SpecMountDirectTest, StdioStreamsReadAboutWhatPlainStreamsRead) {
-  std::vector<std::string> argv = {STDIO_SEEKER};
-  for (int i = 0; i < 4; ++i) {
-    std::string path = Path("object" + std::to_string(i) + ".o");
-    WriteFile(path, MakeText(20 + i, 150000 + 40000 * i));
-    argv.push_back(path);
-  }
+  const std::vector<std::string> argv =
+      ProgramOverTextFiles(STDIO_SEEKER, "object", 4, 20, 150000, 40000);
   Remount();
   RunResult plain = scratch_.Run(argv, false, mount_->mountpoint());
   ASSERT_EQ(plain.exit_status, 0) << plain.out.substr(0, 500);
