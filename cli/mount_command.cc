@@ -30,6 +30,7 @@ struct MountArgs {
   std::string cache_size = "256M";
   std::string hints = "on";
   std::string readahead = "on";
+  std::string fuse_io_uring = "off";
   std::string min_read = "4K";
   std::string data_cache = "kernel";
   std::string disk_model = "none";
@@ -98,6 +99,8 @@ std::string ApplyDashO(MountArgs* args, fusefs::MountOptions* options) {
         error = need_value(&args->hints, {"on", "ignore", "always"});
       } else if (key == "readahead") {
         error = need_value(&args->readahead, {"on", "off"});
+      } else if (key == "fuse_io_uring") {
+        error = need_value(&args->fuse_io_uring, {"on", "off"});
       } else if (key == "backing_io") {
         error = need_value(&args->backing_io, {"auto", "direct", "buffered"});
       } else if (key == "log") {
@@ -187,6 +190,7 @@ std::string ToOptions(MountArgs* args, fusefs::MountOptions* options) {
   if (!timeout.ok()) return "--rados-timeout: " + timeout.status().message();
   if (*timeout <= 0) return "--rados-timeout " + args->rados_timeout + " must be positive";
   options->rados_timeout_ns = *timeout;
+  options->fuse_io_uring = args->fuse_io_uring == "on";
   options->backing_io = args->backing_io == "direct"     ? fusefs::BackingIo::kDirect
                         : args->backing_io == "buffered" ? fusefs::BackingIo::kBuffered
                                                          : fusefs::BackingIo::kAuto;
@@ -277,7 +281,8 @@ Runner AddMountCommand(CLI::App* app) {
   app->add_option(
          "-o", args->dash_o,
          "Mount options as in fstab: cache_size=, disk_model= (knobs joined by ':'), "
-         "data_cache=, hints=, readahead=, min_read=, log=, metrics_listen=, allow_other, ro, "
+         "data_cache=, hints=, readahead=, min_read=, fuse_io_uring=, log=, metrics_listen=, "
+         "allow_other, ro, "
          "noatime, nodev, nosuid, noexec, nofail; x-* and _netdev are ignored")
       ->option_text("OPTION[,...]")
       ->allow_extra_args(false);
@@ -313,6 +318,11 @@ Runner AddMountCommand(CLI::App* app) {
                   "auto (default): direct unless --disk-model emulates the disks")
       ->option_text("auto|direct|buffered")
       ->check(OneOf({"auto", "direct", "buffered"}));
+  app->add_option("--fuse-io-uring", args->fuse_io_uring,
+                  "on: take FUSE requests over io_uring (Linux 6.14+, with fuse's enable_uring "
+                  "set to Y) instead of reading /dev/fuse; off (default)")
+      ->option_text("on|off")
+      ->check(OneOf({"on", "off"}));
   app->add_flag("--allow-other", args->allow_other, "Let users other than the mounter in");
   app->add_option("--log", args->log_file, "Where the background daemon writes its messages")
       ->option_text("FILE");

@@ -15,6 +15,7 @@
 #include "fusefs/control_files.h"
 #include "fusefs/disk_array.h"
 #include "fusefs/fuse_bridge.h"
+#include "fusefs/fuse_ring.h"
 #include "fusefs/hint_ioctls.h"
 #include "fusefs/kernel_readahead.h"
 #include "fusefs/metrics_server.h"
@@ -34,12 +35,17 @@ class Session {
  public:
   ~Session() {
     if (session_ == nullptr) return;
+    StopRing();
     if (mounted_) fuse_session_unmount(session_);
     if (signals_) fuse_remove_signal_handlers(session_);
     fuse_session_destroy(session_);
   }
 
   Status Start(FuseBridge* bridge, const MountOptions& options, const std::string& fsname) {
+    if (options.fuse_io_uring) {
+      Status offered = CheckKernelOffersFuseRing();
+      if (!offered.ok()) return offered.WithContext("--fuse-io-uring on");
+    }
     std::string mount_opts = "fsname=" + fsname + ",subtype=tipfs,default_permissions";
     if (options.allow_other) mount_opts += ",allow_other";
     for (const std::string& flag : options.kernel_flags) mount_opts += "," + flag;
@@ -59,7 +65,18 @@ class Session {
                              "allow_other needs user_allow_other in /etc/fuse.conf)");
     }
     mounted_ = true;
+    if (options.fuse_io_uring) {
+      ring_ = std::make_unique<FuseRing>(session_, bridge->statistics(), options.fuse_ring_entries);
+      bridge->set_ring(ring_.get());
+      return ring_->Attach();
+    }
     return Status::OK();
+  }
+
+  // Stops taking requests over io_uring (see FuseRing::Stop): after the loop and the reads in
+  // flight, before anything is made durable, so that no request is served after that.
+  void StopRing() {
+    if (ring_ != nullptr) ring_->Stop();
   }
 
   // Drops the kernel's cached attributes of `ino` (attributes only: the pages stay).
@@ -84,6 +101,7 @@ class Session {
 
  private:
   fuse_session* session_ = nullptr;
+  std::unique_ptr<FuseRing> ring_;  // before the session goes: replies may still reach it
   bool signals_ = false;
   bool mounted_ = false;
 };
@@ -312,6 +330,7 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   Status result = rc < 0 ? ErrnoStatus("FUSE session loop", -rc) : Status::OK();
   // Reads still waiting for the disks reply from their completions: before the session goes.
   cache.WaitForFetches();
+  session.StopRing();
 
   // Everything acknowledged becomes durable before the daemon exits.
   Status sync = fs.SyncAll();

@@ -13,6 +13,7 @@
 
 namespace tipfs::fusefs {
 
+class FuseRing;
 class HintIoctls;
 
 // The most the kernel reads ahead for the page cache in one request (max_readahead at INIT; the
@@ -34,6 +35,9 @@ class FuseBridge {
   HintIoctls* hints() const { return hints_; }
   Statistics* statistics() const { return statistics_; }
   const MountOptions& options() const { return options_; }
+  // The io_uring transport when the mount uses one (set before the session serves).
+  FuseRing* ring() const { return ring_; }
+  void set_ring(FuseRing* ring) { ring_ = ring; }
 
  private:
   FileSystem* fs_;
@@ -41,6 +45,7 @@ class FuseBridge {
   HintIoctls* hints_;
   Statistics* statistics_;
   MountOptions options_;
+  FuseRing* ring_ = nullptr;
 };
 
 }  // namespace tipfs::fusefs

@@ -342,6 +342,9 @@ std::string StatsReport::Text() const {
           statistics_->Get(FUSE_READ_OPS), FormatSize(statistics_->Get(FUSE_READ_BYTES)).c_str(),
           statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str(),
           statistics_->Get(FUSE_GETATTR_OPS), statistics_->Get(FUSE_LOOKUP_OPS));
+  if (const uint64_t ring = statistics_->Get(FUSE_RING_REQUESTS); ring > 0) {
+    Appendf(&out, "  of all requests, %" PRIu64 " came over io_uring (--fuse-io-uring)\n", ring);
+  }
   Appendf(&out,
           "files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64
           " releases, %" PRIu64 " unlinks\n",

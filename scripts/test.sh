@@ -28,6 +28,16 @@ TIPFS_WERROR=ON ./scripts/setup.sh
 
 source scripts/lib/test_tmp.sh
 CEPH_DIR=$(mktemp -d /tmp/tipfs-ceph-XXXXXX)
+# FUSE over io_uring (--fuse-io-uring, the "_ring" test parameters) is a kernel switch, off by
+# default: on for this run where the kernel has it (Linux 6.14+), then back as it was. Its tests
+# then fail rather than skip.
+RING_SWITCH=/sys/module/fuse/parameters/enable_uring
+RING_WAS=""
+if [[ -w $RING_SWITCH ]]; then
+  RING_WAS=$(cat "$RING_SWITCH")
+  echo Y > "$RING_SWITCH"
+  export TIPFS_REQUIRE_FUSE_RING=1
+fi
 # Mounts first (their daemons are clients of the clusters), then every cluster of this run: the
 # one started below, and any that a test which crashed left under TEST_TMP.
 cleanup() {
@@ -39,6 +49,7 @@ cleanup() {
   done || true
   cleanup_test_tmp
   ./scripts/ceph-dev.sh stop "$CEPH_DIR" || true
+  if [[ -n $RING_WAS ]]; then echo "$RING_WAS" > "$RING_SWITCH" || true; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM  # interrupted: the EXIT trap still stops what this run started

@@ -29,6 +29,7 @@ constexpr std::pair<Ticker, const char*> kTickerNames[] = {
     {FUSE_FLUSH_OPS, "fuse.flush.ops"},
     {FUSE_RELEASE_OPS, "fuse.release.ops"},
     {FUSE_UNLINK_OPS, "fuse.unlink.ops"},
+    {FUSE_RING_REQUESTS, "fuse.ring.requests"},
 };
 static_assert(std::size(kTickerNames) == TICKER_ENUM_MAX,
               "every Ticker needs a row in kTickerNames");

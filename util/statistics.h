@@ -50,6 +50,8 @@ enum Ticker : uint32_t {
   FUSE_FLUSH_OPS,
   FUSE_RELEASE_OPS,
   FUSE_UNLINK_OPS,
+  // Requests that came over FUSE's io_uring (fusefs/fuse_ring.h) rather than /dev/fuse.
+  FUSE_RING_REQUESTS,
   TICKER_ENUM_MAX
 };
 

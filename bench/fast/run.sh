@@ -39,12 +39,16 @@
 #
 # Usage: bench/fast/run.sh [--before BUILD_DIR] [--rows "ssd-rand-1 ..."] [--modes "direct kernel"]
 #          [--repeats 3] [--runtime 10] [--size 1G] [--files 10000]
-#   BUILD_DIR (environment) is the build measured ("after"); --before adds a second one.
+#          [--after-mount-args "ARGS"] [--before-mount-args "ARGS"]
+#   BUILD_DIR (environment) is the build measured ("after"); --before adds a second one (it may be
+#   the same build: --before "$BUILD_DIR" --after-mount-args "--fuse-io-uring on" compares two
+#   ways of mounting it). The mount args go to every mount of that side.
 # Writes every run to bench/results/fast/runs.csv and the table to bench/results/fast/table.txt.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 ROWS="ssd-rand-1 ssd-rand-32 nvme-rand-1 nvme-rand-32 nvme-seq warm-rand-16 churn cpu-per-gib agrep-spec small-writes small-writes-cpu"
 MODES="direct kernel" REPEATS=3 RUNTIME=10 SIZE=1G FILES=10000 BEFORE=""
+declare -A MOUNT_ARGS=([before]="" [after]="")
 while (($#)); do
   case $1 in
     --help | -h) usage; exit 0 ;;
@@ -55,6 +59,8 @@ while (($#)); do
     --runtime) RUNTIME=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
     --files) FILES=$2; shift 2 ;;
+    --after-mount-args) MOUNT_ARGS[after]=$2; shift 2 ;;
+    --before-mount-args) MOUNT_ARGS[before]=$2; shift 2 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -91,7 +97,8 @@ mount_with() {
   local build=$1 mode=$2
   shift 2
   unmount
-  "${BIN[$build]}" mount --data-cache "$mode" "$@" "${DISKS[0]}" "$MNT"
+  # shellcheck disable=SC2086 # the side's mount args are words
+  "${BIN[$build]}" mount --data-cache "$mode" ${MOUNT_ARGS[$build]} "$@" "${DISKS[0]}" "$MNT"
 }
 unmount() {  # any build's tipfs can unmount any mount
   if findmnt -n "$MNT" >/dev/null 2>&1; then "$TIPFS" umount "$MNT"; fi

@@ -264,7 +264,7 @@ TEST_P(ConcurrencyTest, ManyReadersKeepTheSameFuseWorkers) {
                             << " threads exited between bursts of reads";
 }
 
-INSTANTIATE_TEST_SUITE_P(DataCache, ConcurrencyTest, ::testing::Values("kernel", "direct"),
+INSTANTIATE_TEST_SUITE_P(DataCache, ConcurrencyTest, ::testing::ValuesIn(AllDataCacheModes()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

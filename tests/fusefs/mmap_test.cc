@@ -22,7 +22,7 @@ constexpr size_t kBytes = 3 * 65536 + 100;  // spans four stripe units
 
 class MmapTest : public DataCacheModeTest {
  protected:
-  bool Direct() const { return GetParam() == "direct"; }
+  bool Direct() const { return IsDirectMode(GetParam()); }
 
   void SetUp() override {
     MountedTest::SetUp();
@@ -80,7 +80,7 @@ TEST_P(MmapTest, SharedMappingsWorkInKernelModeAndFailWithEnodevInDirectMode) {
   EXPECT_EQ(ReadFileOrDie(Path("mapped")), data_);
 }
 
-INSTANTIATE_TEST_SUITE_P(DataCache, MmapTest, ::testing::Values("kernel", "direct"),
+INSTANTIATE_TEST_SUITE_P(DataCache, MmapTest, ::testing::ValuesIn(AllDataCacheModes()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

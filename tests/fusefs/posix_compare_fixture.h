@@ -20,7 +20,7 @@ class PosixCompareTest : public MountedTest, public ::testing::WithParamInterfac
   VolumeSpec Spec() const override {
     VolumeSpec spec;
     // allow_other: the permission tests act as other users, whom FUSE keeps out otherwise.
-    spec.mount_args = "--data-cache " + GetParam() + (geteuid() == 0 ? " --allow-other" : "");
+    spec.mount_args = DataCacheArgs(GetParam()) + (geteuid() == 0 ? " --allow-other" : "");
     return spec;
   }
 

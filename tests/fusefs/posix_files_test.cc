@@ -335,7 +335,7 @@ TEST_P(PosixCompareTest, ReadUpdatesAtimeUnderRelatime) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(DataCache, PosixCompareTest, ::testing::Values("kernel", "direct"),
+INSTANTIATE_TEST_SUITE_P(DataCache, PosixCompareTest, ::testing::ValuesIn(AllDataCacheModes()),
                          DataCacheName);
 
 }  // namespace

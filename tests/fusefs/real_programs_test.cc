@@ -248,7 +248,7 @@ TEST_P(RealProgramsTest, MemoryMappedFiles) {
   EXPECT_EQ(std::string(static_cast<char*>(priv), size), PatternBytes(size, 5));
   munmap(priv, size);
   void* shared = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (GetParam() == "direct") {
+  if (IsDirectMode(GetParam())) {
     EXPECT_EQ(shared, MAP_FAILED) << "direct mode was not expected to map shared";
     if (shared != MAP_FAILED) munmap(shared, size);
     close(fd);
@@ -267,7 +267,7 @@ TEST_P(RealProgramsTest, MemoryMappedFiles) {
   EXPECT_EQ(ReadFileOrDie(path), expected) << "mapped writes lost at remount";
 }
 
-INSTANTIATE_TEST_SUITE_P(DataCache, RealProgramsTest, ::testing::Values("kernel", "direct"),
+INSTANTIATE_TEST_SUITE_P(DataCache, RealProgramsTest, ::testing::ValuesIn(AllDataCacheModes()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

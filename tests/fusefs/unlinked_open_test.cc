@@ -167,7 +167,7 @@ TEST_P(UnlinkedOpenTest, OrphanOfAKilledDaemonIsReclaimedAtTheNextMount) {
   EXPECT_EQ(ReadFileOrDie(Path("after")), data);
 }
 
-INSTANTIATE_TEST_SUITE_P(DataCache, UnlinkedOpenTest, ::testing::Values("kernel", "direct"),
+INSTANTIATE_TEST_SUITE_P(DataCache, UnlinkedOpenTest, ::testing::ValuesIn(AllDataCacheModes()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "fusefs/fuse_ring_switch.h"
+
 namespace tipfs::testing {
 
 namespace {
@@ -119,9 +121,25 @@ std::string TipfsMount::Unmount() {
   return "umount failed: " + output;
 }
 
+std::string DataCacheArgs(const std::string& param) {
+  const size_t ring = param.find("_ring");
+  if (ring == std::string::npos) return "--data-cache " + param;
+  return "--data-cache " + param.substr(0, ring) + " --fuse-io-uring on";
+}
+
 void MountedTest::SetUp() {
   std::string reason = FuseUnavailableReason();
   if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
+  if (Spec().mount_args.find("--fuse-io-uring on") != std::string::npos) {
+    // The transport does not depend on the disks: over RADOS only /dev/fuse is tested.
+    if (DisksAreRados()) GTEST_SKIP() << "the ring's tests run on local disks";
+    Status offered = fusefs::CheckKernelOffersFuseRing();
+    // scripts/test.sh turns the ring on and sets TIPFS_REQUIRE_FUSE_RING where the kernel has it.
+    if (!offered.ok() && std::getenv("TIPFS_REQUIRE_FUSE_RING") != nullptr) {
+      FAIL() << offered.ToString();
+    }
+    if (!offered.ok()) GTEST_SKIP() << offered.ToString();
+  }
   if (Backend().unavailable) {
     reason = Backend().unavailable();
     if (!reason.empty()) GTEST_SKIP() << reason;

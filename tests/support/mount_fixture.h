@@ -106,13 +106,26 @@ inline uint64_t MountCounter(const std::string& mountpoint, const std::string& k
   return std::strtoull(text.c_str() + at + key.size() + 3, nullptr, 10);
 }
 
-// A MountedTest run once per data-cache mode: the parameter is the mode ("kernel", "direct"),
-// passed to the mount as --data-cache.
+// The mount arguments of a data-cache test parameter: the mode ("kernel", "direct"), with
+// "_ring" for the same mode over FUSE's io_uring ("direct_ring": --data-cache direct
+// --fuse-io-uring on). A mount that asks for the ring skips where the kernel does not offer it
+// (scripts/test.sh turns it on for the run).
+std::string DataCacheArgs(const std::string& param);
+
+// Whether a data-cache test parameter is direct mode ("direct", "direct_ring").
+inline bool IsDirectMode(const std::string& param) { return param.rfind("direct", 0) == 0; }
+
+// The parameters of the tests that run in every data-cache mode, over /dev/fuse and io_uring.
+inline std::vector<std::string> AllDataCacheModes() {
+  return {"kernel", "direct", "kernel_ring", "direct_ring"};
+}
+
+// A MountedTest run once per data-cache mode (the parameter, see DataCacheArgs).
 class DataCacheModeTest : public MountedTest, public ::testing::WithParamInterface<std::string> {
  protected:
   VolumeSpec Spec() const override {
     VolumeSpec spec;
-    spec.mount_args = "--data-cache " + GetParam();
+    spec.mount_args = DataCacheArgs(GetParam());
     return spec;
   }
 };

@@ -1,0 +1,457 @@
+#include "fusefs/fuse_ring.h"
+
+#include <liburing.h>
+#include <linux/fuse.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "fusefs/fuse_bridge.h"
+#include "util/mutex.h"
+
+namespace tipfs::fusefs {
+namespace {
+
+// The kernel's FUSE-over-io_uring interface (include/uapi/linux/fuse.h, protocol 7.42), which
+// Debian 12's linux-libc-dev (6.1) predates.
+constexpr uint32_t kInitFlagsExtended = 1u << 30;     // FUSE_INIT_EXT: flags2 is valid
+constexpr uint32_t kInitFlagsMaxPages = 1u << 22;     // FUSE_MAX_PAGES: max_pages is valid
+constexpr uint32_t kInitFlags2OverIoUring = 1u << 9;  // FUSE_OVER_IO_URING (bit 41)
+constexpr uint32_t kRegister = 1;                     // FUSE_IO_URING_CMD_REGISTER
+constexpr uint32_t kCommitAndFetch = 2;               // FUSE_IO_URING_CMD_COMMIT_AND_FETCH
+constexpr size_t kOpHeaderBytes = 128;                // FUSE_URING_OP_IN_OUT_SZ
+
+struct RingEntryInOut {  // struct fuse_uring_ent_in_out
+  uint64_t flags;
+  uint64_t commit_id;  // the request's unique: what its commit names
+  uint32_t payload_sz;
+  uint32_t padding;
+  uint64_t reserved;
+};
+
+struct RingRequestHeader {     // struct fuse_uring_req_header
+  char in_out[128];            // fuse_in_header in, fuse_out_header out
+  char op_in[kOpHeaderBytes];  // the request's first argument, its per-opcode struct
+  RingEntryInOut ent_in_out;
+};
+static_assert(sizeof(RingRequestHeader) == 288);
+
+struct RingCommand {  // struct fuse_uring_cmd_req, in the SQE's command area
+  uint64_t flags;
+  uint64_t commit_id;
+  uint16_t qid;
+  uint8_t padding[6];
+};
+static_assert(sizeof(RingCommand) == 24);
+
+constexpr uint64_t kKickTag =
+    1;  // user_data of the read of a queue's eventfd (entries are aligned)
+constexpr size_t kPage = 4096;
+
+FuseRing* RingOf(void* userdata) { return static_cast<FuseBridge*>(userdata)->ring(); }
+
+ssize_t ReadHook(int fd, void* buf, size_t len, void* userdata) {
+  return RingOf(userdata)->Read(fd, buf, len);
+}
+
+ssize_t WriteHook(int fd, struct iovec* iov, int count, void* userdata) {
+  return RingOf(userdata)->Write(fd, iov, count);
+}
+
+}  // namespace
+
+// One registered entry: the header the kernel writes a request's headers into, and the payload
+// buffer behind a page of room, where the request is rebuilt contiguous for libfuse.
+struct FuseRing::Entry {
+  Queue* queue = nullptr;
+  char* region = nullptr;  // header page, room page, payload
+  size_t region_bytes = 0;
+  RingRequestHeader* header = nullptr;
+  char* payload = nullptr;
+  size_t payload_bytes = 0;
+  iovec iov[2] = {};
+  // The unique of the request the entry holds until its reply claims it; 0 when it holds none.
+  std::atomic<uint64_t> unique{0};
+  uint64_t commit_id = 0;
+};
+
+// A CPU's queue: its io_uring, entries and thread.
+class FuseRing::Queue {
+ public:
+  Queue(FuseRing* owner, uint16_t qid) : owner_(owner), qid_(qid) {}
+  ~Queue() {
+    Join();
+    {
+      MutexLock lock(&mu_);  // made by Init but never served (another queue failed)
+      if (ring_open_) io_uring_queue_exit(&ring_);
+      ring_open_ = false;
+    }
+    for (Entry& e : entries_) {
+      if (e.region != nullptr) munmap(e.region, e.region_bytes);
+    }
+    if (kick_fd_ >= 0) close(kick_fd_);
+  }
+
+  Status Init(uint32_t entries, size_t payload_bytes) {
+    kick_fd_ = eventfd(0, EFD_CLOEXEC);
+    if (kick_fd_ < 0) return ErrnoStatus("FUSE ring: eventfd");
+    io_uring_params params = {};
+    params.flags = IORING_SETUP_SQE128;  // the FUSE commands need the 128-byte entries
+    int rc = io_uring_queue_init_params(2 * entries + 2, &ring_, &params);
+    if (rc < 0) return ErrnoStatus("FUSE ring: io_uring_queue_init", -rc);
+    {
+      MutexLock lock(&mu_);
+      ring_open_ = true;
+    }
+    entries_ = std::vector<Entry>(entries);
+    for (Entry& e : entries_) {
+      e.queue = this;
+      e.payload_bytes = payload_bytes;
+      e.region_bytes = 2 * kPage + payload_bytes;
+      // Pages are only backed once touched: a 4 KiB reply uses one page of a 1 MiB payload (a
+      // 1 MiB write all of them).
+      void* p = mmap(nullptr, e.region_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) return ErrnoStatus("FUSE ring: mmap");
+      e.region = static_cast<char*>(p);
+      e.header = reinterpret_cast<RingRequestHeader*>(e.region);
+      e.payload = e.region + 2 * kPage;
+      e.iov[0] = {e.header, sizeof(RingRequestHeader)};
+      e.iov[1] = {e.payload, payload_bytes};
+    }
+    return Status::OK();
+  }
+
+  std::vector<Entry>& entries() { return entries_; }
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  void RequestStop() {
+    stop_requested_.store(true);
+    uint64_t one = 1;
+    (void)!write(kick_fd_, &one, sizeof one);
+  }
+
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Queues the commit of `e`'s reply, already in its buffers, for the queue's thread to submit
+  // with its next io_uring_enter, waking it when it waits. Only that thread submits: the kernel
+  // delivers the next request of an entry in the task that submitted its fetch, so a commit
+  // submitted by a completion's thread would have that thread woken for every later request.
+  bool Commit(Entry* e) {
+    MutexLock lock(&mu_);
+    if (!ring_open_) return false;
+    PrepareCommand(NextSqe(), e, kCommitAndFetch, e->commit_id);
+    ++unsubmitted_;
+    if (waiting_ && !kicked_) {
+      kicked_ = true;
+      uint64_t one = 1;
+      (void)!write(kick_fd_, &one, sizeof one);
+    }
+    return true;
+  }
+
+ private:
+  io_uring_sqe* NextSqe() REQUIRES(mu_) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {  // cannot happen with one command per entry; make room anyway
+      io_uring_submit(&ring_);
+      unsubmitted_ = 0;
+      sqe = io_uring_get_sqe(&ring_);
+    }
+    if (sqe == nullptr) std::abort();  // the queue has room for every entry's command and more
+    return sqe;
+  }
+
+  void PrepareCommand(io_uring_sqe* sqe, Entry* e, uint32_t op, uint64_t commit_id) REQUIRES(mu_) {
+    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // SQE128: the command area follows
+    sqe->opcode = IORING_OP_URING_CMD;
+    sqe->fd = owner_->fd_;
+    sqe->cmd_op = op;
+    if (op == kRegister) {
+      sqe->addr = reinterpret_cast<uint64_t>(e->iov);
+      sqe->len = 2;
+    }
+    io_uring_sqe_set_data(sqe, e);
+    RingCommand cmd = {};
+    cmd.commit_id = commit_id;
+    cmd.qid = qid_;
+    std::memcpy(sqe->cmd, &cmd, sizeof cmd);
+  }
+
+  void Run() {
+    char name[16];
+    std::snprintf(name, sizeof name, "tipfs-ring%u", static_cast<unsigned>(qid_ % 1000));
+    pthread_setname_np(pthread_self(), name);
+    // Served on the CPU whose programs' requests this queue holds (the kernel picks the queue by
+    // the requesting task's CPU): the request and its reply stay in that CPU's caches.
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(qid_, &cpus);
+    (void)sched_setaffinity(0, sizeof cpus, &cpus);
+
+    size_t live = 0;
+    {
+      MutexLock lock(&mu_);
+      for (Entry& e : entries_) {
+        PrepareCommand(NextSqe(), &e, kRegister, 0);
+        ++live;
+      }
+      ArmKick();
+      io_uring_submit(&ring_);
+    }
+    while (!stop_requested_.load() && live > 0) {
+      {
+        MutexLock lock(&mu_);
+        if (unsubmitted_ > 0) io_uring_submit(&ring_);
+        unsubmitted_ = 0;
+        waiting_ = true;
+      }
+      io_uring_cqe* cqe = nullptr;
+      int rc = io_uring_wait_cqe(&ring_, &cqe);
+      {
+        MutexLock lock(&mu_);
+        waiting_ = false;
+        kicked_ = false;
+      }
+      if (rc == -EINTR) continue;
+      if (rc < 0) break;
+      unsigned head;
+      unsigned seen = 0;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        if (cqe->user_data == kKickTag) {
+          MutexLock lock(&mu_);
+          ArmKick();
+          ++unsubmitted_;
+          continue;
+        }
+        Entry* e = reinterpret_cast<Entry*>(cqe->user_data);
+        if (cqe->res == 0) {
+          Serve(e);
+        } else if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
+          MutexLock lock(&mu_);  // the kernel was not ready for it: register again
+          PrepareCommand(NextSqe(), e, kRegister, 0);
+          ++unsubmitted_;
+        } else {
+          // The connection ended (ENOTCONN, ECONNABORTED), the submitting task went, or the
+          // kernel refused the entry (then it serves /dev/fuse instead): the entry is gone.
+          --live;
+          if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED) {
+            std::fprintf(stderr, "tipfs: FUSE ring queue %u: an entry ended: %s\n", qid_,
+                         std::strerror(-cqe->res));
+          }
+        }
+      }
+      io_uring_cq_advance(&ring_, seen);
+    }
+    MutexLock lock(&mu_);
+    ring_open_ = false;
+    io_uring_queue_exit(&ring_);  // hands the remaining entries back to the kernel
+  }
+
+  // Reads the eventfd that wakes the thread, for the next kick.
+  void ArmKick() REQUIRES(mu_) {
+    io_uring_sqe* sqe = NextSqe();
+    io_uring_prep_read(sqe, kick_fd_, &kick_count_, sizeof kick_count_, 0);
+    io_uring_sqe_set_data64(sqe, kKickTag);
+  }
+
+  // Rebuilds the request in `e` as libfuse reads it from /dev/fuse (in-header, the opcode's
+  // struct, the rest) in the room in front of the payload, and dispatches it.
+  void Serve(Entry* e) {
+    fuse_in_header in;
+    std::memcpy(&in, e->header->in_out, sizeof in);
+    const uint32_t payload = e->header->ent_in_out.payload_sz;
+    e->commit_id = e->header->ent_in_out.commit_id;
+    const size_t fixed = sizeof in + payload;
+    if (in.len < fixed || in.len - fixed > kOpHeaderBytes || payload > e->payload_bytes) {
+      FailRequest(e, in.unique, EIO);
+      return;
+    }
+    const size_t op_bytes = in.len - fixed;
+    char* start = e->payload - op_bytes - sizeof in;
+    std::memcpy(start + sizeof in, e->header->op_in, op_bytes);
+    std::memcpy(start, &in, sizeof in);
+    e->unique.store(in.unique, std::memory_order_release);
+    RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
+    fuse_buf buf = {};
+    buf.mem = start;
+    buf.size = in.len;
+    fuse_session_process_buf(owner_->session_, &buf);
+  }
+
+  void FailRequest(Entry* e, uint64_t unique, int error) {
+    fuse_out_header out = {};
+    out.len = sizeof out;
+    out.error = -error;
+    out.unique = unique;
+    std::memcpy(e->header->in_out, &out, sizeof out);
+    e->header->ent_in_out.payload_sz = 0;
+    Commit(e);
+  }
+
+  FuseRing* const owner_;
+  const uint16_t qid_;
+  int kick_fd_ = -1;
+  std::vector<Entry> entries_;
+  std::thread thread_;
+  Mutex mu_;  // the submission side: the queue's thread and every replying thread fill it
+  // Its submission queue under mu_; its completion queue is the queue's thread's alone.
+  io_uring ring_ = {};
+  bool ring_open_ GUARDED_BY(mu_) = false;
+  uint32_t unsubmitted_ GUARDED_BY(mu_) = 0;
+  bool waiting_ GUARDED_BY(mu_) = false;  // the thread waits for completions
+  bool kicked_ GUARDED_BY(mu_) = false;   // and has been woken since
+  uint64_t kick_count_ = 0;               // where the kernel reads the eventfd's count into
+  std::atomic<bool> stop_requested_{false};
+};
+
+FuseRing::FuseRing(fuse_session* session, Statistics* statistics, uint32_t entries_per_queue)
+    : session_(session), statistics_(statistics), entries_per_queue_(entries_per_queue) {}
+
+FuseRing::~FuseRing() {
+  Stop();
+  queues_ready_.store(false, std::memory_order_release);
+  entries_.clear();
+  queues_.clear();  // unmaps the entries: the session is gone, no reply can come any more
+}
+
+Status FuseRing::Attach() {
+  fd_ = fuse_session_fd(session_);
+  static const fuse_custom_io kHooks = {WriteHook, ReadHook, nullptr, nullptr};
+  if (fuse_session_custom_io(session_, &kHooks, fd_) != 0) {
+    return Status::IOError("FUSE ring: libfuse refused the custom transport");
+  }
+  return Status::OK();
+}
+
+void FuseRing::Stop() {
+  if (stopped_.exchange(true)) return;
+  if (!queues_ready_.load(std::memory_order_acquire)) return;
+  for (auto& q : queues_) q->RequestStop();
+  for (auto& q : queues_) q->Join();
+}
+
+ssize_t FuseRing::Read(int fd, void* buf, size_t len) {
+  ssize_t n = read(fd, buf, len);
+  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(fuse_init_in))) {
+    fuse_in_header in;
+    std::memcpy(&in, buf, sizeof in);
+    if (in.opcode == FUSE_INIT) {
+      fuse_init_in init;
+      std::memcpy(&init, static_cast<char*>(buf) + sizeof in, sizeof init);
+      const bool offered =
+          (init.flags & kInitFlagsExtended) != 0 && (init.flags2 & kInitFlags2OverIoUring) != 0;
+      kernel_offered_.store(offered);
+      init_unique_.store(in.unique);
+    }
+  }
+  return n;
+}
+
+ssize_t FuseRing::Write(int fd, struct iovec* iov, int count) {
+  fuse_out_header out;
+  std::memcpy(&out, iov[0].iov_base, sizeof out);
+  if (out.unique != 0 && queues_ready_.load(std::memory_order_acquire)) {
+    if (Entry* e = Claim(out.unique)) {
+      size_t bytes = 0;
+      for (int i = 1; i < count; ++i) {
+        if (bytes + iov[i].iov_len > e->payload_bytes) {  // the kernel never asks for more
+          out.error = -EIO;
+          bytes = 0;
+          break;
+        }
+        std::memcpy(e->payload + bytes, iov[i].iov_base, iov[i].iov_len);
+        bytes += iov[i].iov_len;
+      }
+      std::memcpy(e->header->in_out, &out, sizeof out);
+      e->header->ent_in_out.payload_sz = static_cast<uint32_t>(bytes);
+      if (!e->queue->Commit(e)) {
+        errno = ENOENT;  // the ring is closed: libfuse treats the reply as interrupted
+        return -1;
+      }
+      return static_cast<ssize_t>(sizeof out + bytes);
+    }
+  }
+  if (out.unique != 0 && out.unique == init_unique_.load()) return WriteInit(fd, iov, count);
+  return writev(fd, iov, count);
+}
+
+FuseRing::Entry* FuseRing::Claim(uint64_t unique) {
+  // A few dozen entries: a scan is cheaper than a map that every request would insert into.
+  for (Entry* e : entries_) {
+    uint64_t expected = unique;
+    if (e->unique.load(std::memory_order_acquire) == unique &&
+        e->unique.compare_exchange_strong(expected, 0, std::memory_order_acq_rel)) {
+      return e;
+    }
+  }
+  return nullptr;
+}
+
+ssize_t FuseRing::WriteInit(int fd, struct iovec* iov, int count) {
+  // The reply in one piece, with FUSE_OVER_IO_URING added when the kernel offered it and the
+  // queues could be made: once the kernel has that flag it holds every request until each queue
+  // has registered entries.
+  std::vector<char> reply;
+  for (int i = 0; i < count; ++i) {
+    const char* p = static_cast<const char*>(iov[i].iov_base);
+    reply.insert(reply.end(), p, p + iov[i].iov_len);
+  }
+  fuse_init_out init = {};
+  bool use_ring = kernel_offered_.load() &&
+                  reply.size() >= sizeof(fuse_out_header) + sizeof(fuse_init_out) &&
+                  reinterpret_cast<fuse_out_header*>(reply.data())->error == 0;
+  if (use_ring) {
+    std::memcpy(&init, reply.data() + sizeof(fuse_out_header), sizeof init);
+    // Every payload buffer must hold the largest request the kernel may send.
+    const size_t pages = (init.flags & kInitFlagsMaxPages) != 0 ? init.max_pages : 32;
+    const size_t payload = std::max<size_t>({8192, init.max_write, pages * kPage});
+    Status st = MakeQueues((payload + kPage - 1) / kPage * kPage);
+    if (!st.ok()) {
+      std::fprintf(stderr, "tipfs: serving /dev/fuse, not io_uring: %s\n", st.ToString().c_str());
+      queues_.clear();
+      entries_.clear();
+      use_ring = false;
+    }
+  }
+  if (use_ring) {
+    init.flags |= kInitFlagsExtended;
+    init.flags2 |= kInitFlags2OverIoUring;
+    std::memcpy(reply.data() + sizeof(fuse_out_header), &init, sizeof init);
+  }
+  ssize_t n = write(fd, reply.data(), reply.size());
+  if (n >= 0 && use_ring) {
+    queues_ready_.store(true, std::memory_order_release);
+    for (auto& q : queues_) q->Start();
+  }
+  return n;
+}
+
+Status FuseRing::MakeQueues(size_t payload_bytes) {
+  // One queue per possible CPU: the kernel serves the ring only once every one has entries.
+  const int cpus = get_nprocs_conf();
+  for (int q = 0; q < cpus; ++q) {
+    auto queue = std::make_unique<Queue>(this, static_cast<uint16_t>(q));
+    TIPFS_RETURN_IF_ERROR(queue->Init(entries_per_queue_, payload_bytes));
+    for (Entry& e : queue->entries()) entries_.push_back(&e);
+    queues_.push_back(std::move(queue));
+  }
+  return Status::OK();
+}
+
+}  // namespace tipfs::fusefs

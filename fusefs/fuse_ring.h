@@ -1,0 +1,80 @@
+// FuseRing: FUSE requests over io_uring (the kernel's FUSE_OVER_IO_URING, Linux 6.14 and later),
+// beside libfuse 3.14, which only reads /dev/fuse. A request then costs the daemon one
+// io_uring_enter that both answers it and waits for the next, in place of a writev and a read, and
+// is served on the CPU its program runs on.
+//
+// How it fits libfuse: the ring is the session's custom io (fuse_session_custom_io). Its read
+// hook sees the kernel's INIT; its writev hook adds FUSE_OVER_IO_URING to the INIT reply, then
+// starts one thread per CPU queue that registers the queue's entries. A request that arrives in
+// an entry is rebuilt in place in front of its payload and handed to fuse_session_process_buf, so
+// every handler stays libfuse's; its reply reaches the writev hook, which finds the entry by the
+// request's unique and commits the reply into it (COMMIT_AND_FETCH, which also re-arms the
+// entry), from whichever thread replies: the asynchronous reads answer from their completions.
+// Replies to /dev/fuse requests (INIT, FORGET and INTERRUPT stay there) and notifications are
+// written to /dev/fuse as before, by libfuse's own loop, which keeps running.
+//
+// The kernel only offers the ring when fuse's module parameter enable_uring is Y; the ring is
+// asked for by `tipfs mount --fuse-io-uring on`. A queue's thread serves its requests one after
+// another: a handler that blocks (a write that waits for a read, an fsync) holds up that CPU's
+// other requests, as it holds up one libfuse worker on /dev/fuse.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fusefs/fuse_ring_switch.h"
+#include "util/statistics.h"
+#include "util/status.h"
+
+namespace tipfs::fusefs {
+
+class FuseRing {
+ public:
+  // REQUIRES: `session` outlives the ring; `statistics` may be null.
+  FuseRing(fuse_session* session, Statistics* statistics, uint32_t entries_per_queue);
+  ~FuseRing();  // Stop()
+  FuseRing(const FuseRing&) = delete;
+  FuseRing& operator=(const FuseRing&) = delete;
+
+  // Becomes the session's transport. REQUIRES: the session is mounted, not serving yet, and its
+  // userdata is a FuseBridge whose ring() is this ring.
+  Status Attach();
+
+  // Stops serving: the queues' threads leave and their rings close, which takes the entries back
+  // from the kernel (requests sent after that wait for the unmount). Replies after Stop() are
+  // dropped. Call it after the session loop and the reads in flight, before the unmount.
+  void Stop();
+
+  // libfuse's hooks (fuse_custom_io), public for the table in the .cc.
+  ssize_t Read(int fd, void* buf, size_t len);
+  ssize_t Write(int fd, struct iovec* iov, int count);
+
+ private:
+  struct Entry;
+  class Queue;
+
+  ssize_t WriteInit(int fd, struct iovec* iov, int count);
+  Entry* Claim(uint64_t unique);
+  Status MakeQueues(size_t payload_bytes);
+
+  fuse_session* const session_;
+  Statistics* const statistics_;
+  const uint32_t entries_per_queue_;
+  int fd_ = -1;
+  // Whether the kernel's INIT offered the ring, and that request's unique (its reply is patched).
+  std::atomic<bool> kernel_offered_{false};
+  std::atomic<uint64_t> init_unique_{0};
+  // The queues are made once, by the INIT reply's writer, before queues_ready_ is set; every
+  // entry of them is in entries_, for finding a reply's entry by its request's unique.
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::vector<Entry*> entries_;
+  std::atomic<bool> queues_ready_{false};
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace tipfs::fusefs

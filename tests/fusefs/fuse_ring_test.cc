@@ -1,0 +1,138 @@
+// FUSE over io_uring (`tipfs mount --fuse-io-uring on`, fusefs/fuse_ring.h): requests reach the
+// daemon over the ring, many reads in flight are each answered once with the right bytes (their
+// replies come from the disks' completions, on other threads than the ring's), and the daemon
+// stops cleanly on SIGTERM and leaves a usable volume when killed. The POSIX, concurrency, mmap
+// and real-program tests also run over the ring (their "_ring" parameters).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fusefs/fuse_ring_switch.h"
+#include "tests/support/fs_inspect.h"
+#include "tests/support/mount_fixture.h"
+#include "tests/support/temp_dir.h"
+
+namespace tipfs::testing {
+namespace {
+
+TEST(FuseRingSwitchTest, SaysHowToTurnTheRingOn) {
+  TempDir dir;
+  const std::string path = dir.path() + "/enable_uring";
+  std::ofstream(path) << "N\n";
+  Status st = fusefs::CheckKernelOffersFuseRing(path);
+  EXPECT_EQ(st.error(), EOPNOTSUPP);
+  EXPECT_NE(st.ToString().find("echo Y > " + path), std::string::npos) << st.ToString();
+  std::ofstream(path) << "Y\n";
+  EXPECT_TRUE(fusefs::CheckKernelOffersFuseRing(path).ok());
+  st = fusefs::CheckKernelOffersFuseRing(dir.path() + "/missing");
+  EXPECT_NE(st.ToString().find("Linux 6.14"), std::string::npos) << st.ToString();
+}
+
+class FuseRingTest : public MountedTest {
+ protected:
+  VolumeSpec Spec() const override {
+    VolumeSpec spec;
+    // Reads miss (small cache, no read-ahead) and wait for the emulated disks, so their replies
+    // come from completions.
+    spec.mount_args =
+        DataCacheArgs("direct_ring") + " --disk-model nvme --readahead off --cache-size 4M";
+    return spec;
+  }
+};
+
+TEST_F(FuseRingTest, RequestsComeOverTheRing) {
+  ASSERT_TRUE(WriteFileBytes(Path("a"), "over the ring"));
+  ASSERT_EQ(mkdir(Path("dir").c_str(), 0755), 0);
+  ASSERT_EQ(rename(Path("a").c_str(), Path("dir/b").c_str()), 0) << ErrnoName(errno);
+  EXPECT_EQ(ReadFileOrDie(Path("dir/b")), "over the ring");
+  ASSERT_EQ(unlink(Path("dir/b").c_str()), 0);
+  // create, write, release, mkdir, rename, lookup, open, read, unlink and their getattrs
+  EXPECT_GE(MountCounter(mount_->mountpoint(), "fuse.ring.requests"), 10u);
+}
+
+// 32 threads read 4 KiB pieces of a 24 MiB file at random (the cache holds a sixth of it), so up to
+// 32 reads wait for the disks at once, and each reply is committed from a completion.
+TEST_F(FuseRingTest, ManyReadsInFlightGetTheirOwnBytes) {
+  constexpr size_t kFileBytes = 24u << 20;
+  constexpr size_t kPiece = 4096;
+  constexpr int kThreads = 32;
+  constexpr int kReadsPerThread = 200;
+  const std::string data = PatternBytes(kFileBytes, 5);
+  ASSERT_TRUE(WriteFileBytes(Path("big"), data));
+  const uint64_t ring_before = MountCounter(mount_->mountpoint(), "fuse.ring.requests");
+  std::atomic<int> wrong{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      int fd = open(Path("big").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        ++failed;
+        return;
+      }
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
+      std::string buf(kPiece, '\0');
+      for (int i = 0; i < kReadsPerThread; ++i) {
+        const size_t offset = (rng() % (kFileBytes / kPiece)) * kPiece;
+        if (pread(fd, buf.data(), kPiece, static_cast<off_t>(offset)) !=
+            static_cast<ssize_t>(kPiece)) {
+          ++failed;
+        } else if (buf.compare(0, kPiece, data, offset, kPiece) != 0) {
+          ++wrong;
+        }
+      }
+      close(fd);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0) << "reads got another read's bytes";
+  EXPECT_GE(MountCounter(mount_->mountpoint(), "fuse.ring.requests") - ring_before,
+            static_cast<uint64_t>(kThreads) * kReadsPerThread);
+}
+
+TEST_F(FuseRingTest, TerminatedDaemonUnmountsAndKeepsTheData) {
+  const std::string data = PatternBytes(3 << 20, 9);
+  ASSERT_TRUE(WriteFileBytes(Path("kept"), data));
+  const pid_t daemon = ReadDaemonPid(mount_->disks()[0]);
+  ASSERT_TRUE(ProcessAlive(daemon));
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  EXPECT_TRUE(WaitForProcessExit(daemon, 60));
+  if (IsMountPoint(mount_->mountpoint())) {
+    ADD_FAILURE() << "the daemon exited on SIGTERM but left the mount behind";
+    LazyUnmount(mount_->mountpoint());
+  }
+  ASSERT_EQ(mount_->Mount(), "");
+  EXPECT_EQ(ReadFileOrDie(Path("kept")), data);
+}
+
+// A daemon killed outright while its ring holds entries: the kernel takes them back, `tipfs
+// umount` clears the dead mount, and the next mount serves what was fsync'ed.
+TEST_F(FuseRingTest, KilledDaemonLeavesAVolumeThatMountsAgain) {
+  const std::string data = PatternBytes(1 << 20, 13);
+  {
+    int fd = open(Path("synced").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ASSERT_EQ(fsync(fd), 0) << ErrnoName(errno);
+    ASSERT_EQ(close(fd), 0);
+  }
+  const pid_t daemon = ReadDaemonPid(mount_->disks()[0]);
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  EXPECT_TRUE(WaitForProcessExit(daemon, 60)) << "the killed daemon did not go away";
+  std::string output;
+  EXPECT_EQ(RunCommand(TipfsBinary() + " umount " + mount_->mountpoint(), &output), 0) << output;
+  if (IsMountPoint(mount_->mountpoint())) LazyUnmount(mount_->mountpoint());
+  ASSERT_EQ(mount_->Mount(), "");
+  EXPECT_EQ(ReadFileOrDie(Path("synced")), data);
+}
+
+}  // namespace
+}  // namespace tipfs::testing
