@@ -259,6 +259,8 @@ class FuseRing::Queue {
       io_uring_cq_advance(&ring_, seen);
     }
     MutexLock lock(&mu_);
+    // Replies queued since the last submission reach their programs before the ring closes.
+    if (unsubmitted_ > 0) io_uring_submit(&ring_);
     ring_open_ = false;
     io_uring_queue_exit(&ring_);  // hands the remaining entries back to the kernel
   }

@@ -11,7 +11,8 @@
 #   --fsx DIR        a checkout of xfstests (https://git.kernel.org/pub/scm/fs/xfs/xfstests-dev);
 #                    only ltp/fsx.c is compiled, with a three-line config.h
 #   --fsx-ops N      operations per fsx run (default 100000; the issue's run used 1000000)
-#   --targets LIST   comma-separated, of: native, kernel, direct (default all three)
+#   --targets LIST   comma-separated, of: native, kernel, direct, and kernel_ring, direct_ring (the
+#                    mode over FUSE's io_uring, --fuse-io-uring on) (default native,kernel,direct)
 #   --jobs N         pjdfstest test files run at once (prove -j, default 1)
 #
 # pjdfstest decides what to expect by the file system type (df -T); tipfs is run as EXT4, the
@@ -22,7 +23,7 @@ BENCH_NAME=conformance
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch_volume.sh"
 source "$REPO/scripts/lib/packages.sh"
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 PJD="" FSX_SRC="" FSX_OPS=100000 TARGETS=native,kernel,direct JOBS=1
 while (($#)); do
   case $1 in
@@ -40,8 +41,8 @@ done
 [[ $FSX_OPS =~ ^[0-9]+$ ]] || { echo "run.sh: --fsx-ops '$FSX_OPS' is not a number" >&2; exit 2; }
 IFS=, read -r -a TARGET_LIST <<<"$TARGETS"
 for t in "${TARGET_LIST[@]}"; do
-  [[ $t == native || $t == kernel || $t == direct ]] ||
-    { echo "run.sh: unknown target '$t' (native, kernel, direct)" >&2; exit 2; }
+  [[ $t =~ ^(native|kernel|direct|kernel_ring|direct_ring)$ ]] ||
+    { echo "run.sh: unknown target '$t' (native, kernel, direct, kernel_ring, direct_ring)" >&2; exit 2; }
 done
 ensure_packages autoconf automake make gcc perl libssl-dev
 
@@ -72,9 +73,11 @@ prepare() {
   mkdir -p "${DISKS[@]}" "$NATIVE"
   case $1 in
     native) DIR=$NATIVE ;;
-    kernel | direct)
+    kernel | direct | kernel_ring | direct_ring)
+      local ring=off
+      [[ $1 == *_ring ]] && ring=on
       "$TIPFS" mkfs "${DISKS[@]}" >/dev/null
-      "$TIPFS" mount --data-cache "$1" --allow-other "${DISKS[0]}" "$MNT"
+      "$TIPFS" mount --data-cache "${1%_ring}" --fuse-io-uring "$ring" --allow-other "${DISKS[0]}" "$MNT"
       DIR=$MNT/work
       mkdir -p "$DIR"
       ;;
@@ -105,7 +108,7 @@ fsx_run() {
   [[ $kind == plain ]] && flags+=(-R -W)
   if (cd "$DIR" && "$SUITES/fsx/fsx" "${flags[@]}" "fsx-$kind.file") >"$log" 2>&1; then
     echo "pass"
-  elif [[ $target == direct && $kind == mmap ]] && grep -q 'No such device\|ENODEV' "$log"; then
+  elif [[ $target == direct* && $kind == mmap ]] && grep -q 'No such device\|ENODEV' "$log"; then
     echo "n/a (no shared mmap)"
   else
     echo "FAIL (see $log)"

@@ -307,6 +307,9 @@ TEST_F(CliErrorsTest, MountRefusesACacheBelowTheMinimumAndBadDashOOptions) {
   ExpectRefused(Tipfs() + " mount -o bogus=1" + target, {"'bogus=1'"}, {}, 2);
   ExpectRefused(Tipfs() + " mount -o data_cache=fast" + target, {"data_cache=fast"}, {}, 2);
   ExpectRefused(Tipfs() + " mount -o cache_size" + target, {"cache_size"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount -o fuse_io_uring=yes" + target, {"fuse_io_uring=yes"}, {}, 2);
+  ExpectRefused(Tipfs() + " mount --fuse-io-uring yes" + target, {"--fuse-io-uring", "'yes'"}, {},
+                2);
 }
 
 TEST_F(CliErrorsTest, MountWithALogInAMissingDirectory) {
