@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stress on a real mount, with Debian's tools only, in both data-cache modes:
+# Stress on a real mount, with Debian's tools only, in both data-cache modes, and in kernel mode
+# over FUSE's io_uring (--fuse-io-uring on) where the kernel offers it:
 #   - stress-ng's file-system stressors (directories, links, renames, seeks, locks, attributes,
 #     extended attributes, copies; data checked where the stressor can, --verify) all at once;
 #   - fio writing and reading back with verify=crc32c, blocks of 1 KiB to 257 KiB at offsets not
@@ -28,9 +29,17 @@ trap cleanup EXIT
 mkdir -p "${DISKS[@]}" "$MNT"
 
 status=0
-for mode in kernel direct; do
+MODES=(kernel direct)
+if [[ $(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null) == Y ]]; then
+  MODES+=(kernel_ring)
+else
+  echo "== stress: not over io_uring (the kernel does not offer it; scripts/test.sh turns it on)"
+fi
+for mode in "${MODES[@]}"; do
+  ring=off
+  [[ $mode == *_ring ]] && ring=on
   "$TIPFS" mkfs --stripe-unit 64K "${DISKS[@]}" >/dev/null
-  "$TIPFS" mount --data-cache "$mode" "${DISKS[0]}" "$MNT"
+  "$TIPFS" mount --data-cache "${mode%_ring}" --fuse-io-uring "$ring" "${DISKS[0]}" "$MNT"
   mkdir "$MNT/stress-ng" "$MNT/fio"
   echo "== stress ($mode): stress-ng, $SECONDS_PER_MODE s"
   # Each stressor with one worker; --verify makes those that can check what they read back.
