@@ -127,19 +127,24 @@ std::string DataCacheArgs(const std::string& param) {
   return "--data-cache " + param.substr(0, ring) + " --fuse-io-uring on";
 }
 
+bool AsksForFuseRing(const std::string& mount_args) {
+  return mount_args.find("--fuse-io-uring on") != std::string::npos;
+}
+
+std::string FuseRingUnavailableReason(const std::string& mount_args) {
+  if (!AsksForFuseRing(mount_args)) return "";
+  Status offered = fusefs::CheckKernelOffersFuseRing();
+  return offered.ok() ? "" : offered.ToString();
+}
+
 void MountedTest::SetUp() {
   std::string reason = FuseUnavailableReason();
   if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
-  if (Spec().mount_args.find("--fuse-io-uring on") != std::string::npos) {
-    // The transport does not depend on the disks: over RADOS only /dev/fuse is tested.
-    if (DisksAreRados()) GTEST_SKIP() << "the ring's tests run on local disks";
-    Status offered = fusefs::CheckKernelOffersFuseRing();
-    // scripts/test.sh turns the ring on and sets TIPFS_REQUIRE_FUSE_RING where the kernel has it.
-    if (!offered.ok() && std::getenv("TIPFS_REQUIRE_FUSE_RING") != nullptr) {
-      FAIL() << offered.ToString();
-    }
-    if (!offered.ok()) GTEST_SKIP() << offered.ToString();
+  // The transport does not depend on the disks: over RADOS only /dev/fuse is tested.
+  if (DisksAreRados() && AsksForFuseRing(Spec().mount_args)) {
+    GTEST_SKIP() << "the ring's tests run on local disks";
   }
+  SKIP_WITHOUT_FUSE_RING(Spec().mount_args);
   if (Backend().unavailable) {
     reason = Backend().unavailable();
     if (!reason.empty()) GTEST_SKIP() << reason;

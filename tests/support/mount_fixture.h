@@ -115,6 +115,22 @@ std::string DataCacheArgs(const std::string& param);
 // Whether a data-cache test parameter is direct mode ("direct", "direct_ring").
 inline bool IsDirectMode(const std::string& param) { return param.rfind("direct", 0) == 0; }
 
+// Whether `mount_args` ask for FUSE over io_uring, and "" or why that mount cannot be made here.
+bool AsksForFuseRing(const std::string& mount_args);
+std::string FuseRingUnavailableReason(const std::string& mount_args);
+
+// Skips a test whose mount asks for the ring where the kernel does not offer it; fails it instead
+// under scripts/test.sh, which turns the ring on and sets TIPFS_REQUIRE_FUSE_RING where the kernel
+// has it.
+#define SKIP_WITHOUT_FUSE_RING(mount_args)                                                   \
+  do {                                                                                       \
+    const std::string ring_reason = ::tipfs::testing::FuseRingUnavailableReason(mount_args); \
+    if (!ring_reason.empty() && std::getenv("TIPFS_REQUIRE_FUSE_RING") != nullptr) {         \
+      FAIL() << ring_reason;                                                                 \
+    }                                                                                        \
+    if (!ring_reason.empty()) GTEST_SKIP() << ring_reason;                                   \
+  } while (false)
+
 // The parameters of the tests that run in every data-cache mode, over /dev/fuse and io_uring.
 inline std::vector<std::string> AllDataCacheModes() {
   return {"kernel", "direct", "kernel_ring", "direct_ring"};

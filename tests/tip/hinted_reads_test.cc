@@ -28,8 +28,8 @@ constexpr int kFiles = 200;
 const char kDiskModel[] = "hdd,slowdown=3";
 
 std::string MountArgs(const std::string& data_cache, const std::string& extra = "") {
-  return "--cache-size 32M --disk-model " + std::string(kDiskModel) + " --data-cache " +
-         data_cache + " " + extra;
+  return "--cache-size 32M --disk-model " + std::string(kDiskModel) + " " +
+         DataCacheArgs(data_cache) + " " + extra;
 }
 
 // Discloses every file of the set, whole, in order, through the C++ wrapper of the path hints.
@@ -53,6 +53,7 @@ class HintedReadsTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const std::string reason = FuseUnavailableReason();
     if (!reason.empty()) GTEST_SKIP() << "FUSE unavailable: " << reason;
+    SKIP_WITHOUT_FUSE_RING(MountArgs(GetParam()));
     files_ = SmallFileSet(kFiles, 7);
     ASSERT_EQ(volume_.Create(files_), "");
   }
@@ -201,7 +202,7 @@ TEST_P(HintedReadsTest, WarmupHintsByIoctlLeaveNothingForTheReadsToFetch) {
   ExpectWarmedUp(mnt, warm, files_[100]);
 }
 
-INSTANTIATE_TEST_SUITE_P(DataCacheModes, HintedReadsTest, ::testing::Values("direct", "kernel"),
+INSTANTIATE_TEST_SUITE_P(DataCacheModes, HintedReadsTest, ::testing::ValuesIn(AllDataCacheModes()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
