@@ -35,7 +35,7 @@ class Session {
  public:
   ~Session() {
     if (session_ == nullptr) return;
-    StopRing();
+    StopRing(nullptr);
     if (mounted_) fuse_session_unmount(session_);
     if (signals_) fuse_remove_signal_handlers(session_);
     fuse_session_destroy(session_);
@@ -73,10 +73,14 @@ class Session {
     return Status::OK();
   }
 
-  // Stops taking requests over io_uring (see FuseRing::Stop): after the loop and the reads in
-  // flight, before anything is made durable, so that no request is served after that.
-  void StopRing() {
-    if (ring_ != nullptr) ring_->Stop();
+  // Stops taking requests over io_uring (FuseRing::StopServing), lets `drain` wait for the reads
+  // the ring's threads started (their replies still go out), then closes the rings. After the
+  // loop, before anything is made durable, so that no request is served after that.
+  void StopRing(const std::function<void()>& drain) {
+    if (ring_ == nullptr) return;
+    ring_->StopServing();
+    if (drain) drain();
+    ring_->Close();
   }
 
   // Drops the kernel's cached attributes of `ino` (attributes only: the pages stay).
@@ -101,7 +105,7 @@ class Session {
 
  private:
   fuse_session* session_ = nullptr;
-  std::unique_ptr<FuseRing> ring_;  // before the session goes: replies may still reach it
+  std::unique_ptr<FuseRing> ring_;  // stopped and closed before the session goes
   bool signals_ = false;
   bool mounted_ = false;
 };
@@ -330,7 +334,8 @@ Status ServeMount(const MountOptions& options, const std::function<void(const St
   Status result = rc < 0 ? ErrnoStatus("FUSE session loop", -rc) : Status::OK();
   // Reads still waiting for the disks reply from their completions: before the session goes.
   cache.WaitForFetches();
-  session.StopRing();
+  // Over io_uring the queues' threads may have started reads since: they answer too.
+  session.StopRing([&cache] { cache.WaitForFetches(); });
 
   // Everything acknowledged becomes durable before the daemon exits.
   Status sync = fs.SyncAll();

@@ -2,9 +2,9 @@
 
 #include <liburing.h>
 #include <linux/fuse.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
@@ -14,6 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <system_error>
 
 #include "fusefs/fuse_bridge.h"
 #include "util/mutex.h"
@@ -53,9 +56,22 @@ struct RingCommand {  // struct fuse_uring_cmd_req, in the SQE's command area
 };
 static_assert(sizeof(RingCommand) == 24);
 
-constexpr uint64_t kKickTag =
-    1;  // user_data of the read of a queue's eventfd (entries are aligned)
-constexpr size_t kPage = 4096;
+// user_data of the read of a queue's eventfd (entries are aligned, never 1).
+constexpr uint64_t kKickTag = 1;
+
+// The kernel's count of queues: num_possible_cpus(), from /sys/devices/system/cpu/possible
+// ("0-3"); glibc's get_nprocs_conf() counted cpuN directories before 2.36, which can be fewer.
+int PossibleCpus() {
+  std::ifstream in("/sys/devices/system/cpu/possible");
+  std::string ranges;
+  in >> ranges;
+  const size_t last = ranges.find_last_of("-,");
+  const std::string highest = last == std::string::npos ? ranges : ranges.substr(last + 1);
+  if (highest.empty() || highest.find_first_not_of("0123456789") != std::string::npos) {
+    return get_nprocs_conf();
+  }
+  return std::stoi(highest) + 1;
+}
 
 FuseRing* RingOf(void* userdata) { return static_cast<FuseBridge*>(userdata)->ring(); }
 
@@ -81,20 +97,19 @@ struct FuseRing::Entry {
   iovec iov[2] = {};
   // The unique of the request the entry holds until its reply claims it; 0 when it holds none.
   std::atomic<uint64_t> unique{0};
-  uint64_t commit_id = 0;
+  int reregistered = 0;  // times the queue's thread gave the entry back after an error
 };
 
-// A CPU's queue: its io_uring, entries and thread.
+// A CPU's queue: its io_uring, entries and thread. While the thread serves, it alone touches the
+// ring's submission queue (so it alone is the task the kernel delivers requests through, and a
+// commit costs a replying thread no wait for the ring); replies from other threads are queued for
+// it under mu_. After it has left, replies submit their commits themselves, under mu_.
 class FuseRing::Queue {
  public:
   Queue(FuseRing* owner, uint16_t qid) : owner_(owner), qid_(qid) {}
   ~Queue() {
     Join();
-    {
-      MutexLock lock(&mu_);  // made by Init but never served (another queue failed)
-      if (ring_open_) io_uring_queue_exit(&ring_);
-      ring_open_ = false;
-    }
+    Close();
     for (Entry& e : entries_) {
       if (e.region != nullptr) munmap(e.region, e.region_bytes);
     }
@@ -111,12 +126,14 @@ class FuseRing::Queue {
     {
       MutexLock lock(&mu_);
       ring_open_ = true;
+      pending_.reserve(entries);  // a reply queues without allocating
     }
+    const size_t page = PageBytes();
     entries_ = std::vector<Entry>(entries);
     for (Entry& e : entries_) {
       e.queue = this;
       e.payload_bytes = payload_bytes;
-      e.region_bytes = 2 * kPage + payload_bytes;
+      e.region_bytes = 2 * page + payload_bytes;
       // Pages are only backed once touched: a 4 KiB reply uses one page of a 1 MiB payload (a
       // 1 MiB write all of them).
       void* p = mmap(nullptr, e.region_bytes, PROT_READ | PROT_WRITE,
@@ -124,7 +141,7 @@ class FuseRing::Queue {
       if (p == MAP_FAILED) return ErrnoStatus("FUSE ring: mmap");
       e.region = static_cast<char*>(p);
       e.header = reinterpret_cast<RingRequestHeader*>(e.region);
-      e.payload = e.region + 2 * kPage;
+      e.payload = e.region + 2 * page;
       e.iov[0] = {e.header, sizeof(RingRequestHeader)};
       e.iov[1] = {e.payload, payload_bytes};
     }
@@ -133,8 +150,13 @@ class FuseRing::Queue {
 
   std::vector<Entry>& entries() { return entries_; }
 
-  void Start() {
-    thread_ = std::thread([this] { Run(); });
+  Status Start() {
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error& e) {
+      return Status::FromErrno(e.code().value(), std::string("FUSE ring: a thread: ") + e.what());
+    }
+    return Status::OK();
   }
 
   void RequestStop() {
@@ -147,15 +169,24 @@ class FuseRing::Queue {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Queues the commit of `e`'s reply, already in its buffers, for the queue's thread to submit
-  // with its next io_uring_enter, waking it when it waits. Only that thread submits: the kernel
-  // delivers the next request of an entry in the task that submitted its fetch, so a commit
-  // submitted by a completion's thread would have that thread woken for every later request.
-  bool Commit(Entry* e) {
+  // Hands the entries back to the kernel; a reply after it is dropped.
+  void Close() {
+    MutexLock lock(&mu_);
+    if (ring_open_) io_uring_queue_exit(&ring_);
+    ring_open_ = false;
+  }
+
+  // Commits the reply to `unique`, already in `e`'s buffers: queued for the queue's thread, woken
+  // when it waits; submitted here once the thread has left. False when the ring is closed.
+  bool Commit(Entry* e, uint64_t unique) {
     MutexLock lock(&mu_);
     if (!ring_open_) return false;
-    PrepareCommand(NextSqe(), e, kCommitAndFetch, e->commit_id);
-    ++unsubmitted_;
+    if (!serving_) {
+      PrepareCommand(e, kCommitAndFetch, unique);
+      io_uring_submit(&ring_);
+      return true;
+    }
+    pending_.push_back({e, unique});
     if (waiting_ && !kicked_) {
       kicked_ = true;
       uint64_t one = 1;
@@ -165,18 +196,18 @@ class FuseRing::Queue {
   }
 
  private:
-  io_uring_sqe* NextSqe() REQUIRES(mu_) {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (sqe == nullptr) {  // cannot happen with one command per entry; make room anyway
-      io_uring_submit(&ring_);
-      unsubmitted_ = 0;
-      sqe = io_uring_get_sqe(&ring_);
-    }
-    if (sqe == nullptr) std::abort();  // the queue has room for every entry's command and more
-    return sqe;
-  }
+  struct PendingCommit {
+    Entry* entry;
+    uint64_t unique;
+  };
 
-  void PrepareCommand(io_uring_sqe* sqe, Entry* e, uint32_t op, uint64_t commit_id) REQUIRES(mu_) {
+  static size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+  // Fills the next submission; only the queue's thread, or a replier under mu_ once it has left.
+  void PrepareCommand(Entry* e, uint32_t op, uint64_t commit_id) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    // The queue holds twice the entries, and each entry has one command at a time.
+    if (sqe == nullptr) std::abort();
     std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // SQE128: the command area follows
     sqe->opcode = IORING_OP_URING_CMD;
     sqe->fd = owner_->fd_;
@@ -192,6 +223,14 @@ class FuseRing::Queue {
     std::memcpy(sqe->cmd, &cmd, sizeof cmd);
   }
 
+  // Reads the eventfd that wakes the thread (for a reply, or to stop).
+  void ArmKick() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) std::abort();
+    io_uring_prep_read(sqe, kick_fd_, &kick_count_, sizeof kick_count_, 0);
+    io_uring_sqe_set_data64(sqe, kKickTag);
+  }
+
   void Run() {
     char name[16];
     std::snprintf(name, sizeof name, "tipfs-ring%u", static_cast<unsigned>(qid_ % 1000));
@@ -203,82 +242,90 @@ class FuseRing::Queue {
     CPU_SET(qid_, &cpus);
     (void)sched_setaffinity(0, sizeof cpus, &cpus);
 
-    size_t live = 0;
-    {
-      MutexLock lock(&mu_);
-      for (Entry& e : entries_) {
-        PrepareCommand(NextSqe(), &e, kRegister, 0);
-        ++live;
-      }
-      ArmKick();
-      io_uring_submit(&ring_);
-    }
-    while (!stop_requested_.load() && live > 0) {
+    for (Entry& e : entries_) PrepareCommand(&e, kRegister, 0);
+    live_ = entries_.size();
+    bool kick_armed = false;
+    std::vector<PendingCommit> batch;
+    batch.reserve(entries_.size());
+    while (!stop_requested_.load() && live_ > 0) {
       {
         MutexLock lock(&mu_);
-        if (unsubmitted_ > 0) io_uring_submit(&ring_);
-        unsubmitted_ = 0;
-        waiting_ = true;
+        batch.swap(pending_);
+        waiting_ = true;  // a reply queued from here on wakes the thread
+        kicked_ = false;
       }
-      io_uring_cqe* cqe = nullptr;
-      int rc = io_uring_wait_cqe(&ring_, &cqe);
+      for (const PendingCommit& c : batch) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
+      batch.clear();
+      if (!kick_armed) ArmKick();
+      kick_armed = true;
+      // One system call submits the replies and waits for the next request.
+      const int rc = io_uring_submit_and_wait(&ring_, 1);
       {
         MutexLock lock(&mu_);
         waiting_ = false;
-        kicked_ = false;
       }
-      if (rc == -EINTR) continue;
-      if (rc < 0) break;
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        std::fprintf(stderr, "tipfs: FUSE ring queue %u: io_uring_enter: %s\n", qid_,
+                     std::strerror(-rc));
+        break;
+      }
       unsigned head;
       unsigned seen = 0;
+      io_uring_cqe* cqe;
       io_uring_for_each_cqe(&ring_, head, cqe) {
         ++seen;
         if (cqe->user_data == kKickTag) {
-          MutexLock lock(&mu_);
-          ArmKick();
-          ++unsubmitted_;
-          continue;
-        }
-        Entry* e = reinterpret_cast<Entry*>(cqe->user_data);
-        if (cqe->res == 0) {
-          Serve(e);
-        } else if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
-          MutexLock lock(&mu_);  // the kernel was not ready for it: register again
-          PrepareCommand(NextSqe(), e, kRegister, 0);
-          ++unsubmitted_;
+          kick_armed = false;
+        } else if (cqe->res == 0) {
+          Serve(reinterpret_cast<Entry*>(cqe->user_data));
         } else {
-          // The connection ended (ENOTCONN, ECONNABORTED), the submitting task went, or the
-          // kernel refused the entry (then it serves /dev/fuse instead): the entry is gone.
-          --live;
-          if (cqe->res != -ENOTCONN && cqe->res != -ECONNABORTED) {
-            std::fprintf(stderr, "tipfs: FUSE ring queue %u: an entry ended: %s\n", qid_,
-                         std::strerror(-cqe->res));
-          }
+          EntryFailed(reinterpret_cast<Entry*>(cqe->user_data), -cqe->res);
         }
       }
       io_uring_cq_advance(&ring_, seen);
     }
     MutexLock lock(&mu_);
-    // Replies queued since the last submission reach their programs before the ring closes.
-    if (unsubmitted_ > 0) io_uring_submit(&ring_);
-    ring_open_ = false;
-    io_uring_queue_exit(&ring_);  // hands the remaining entries back to the kernel
+    // Replies queued since the last submission go now; later ones submit themselves.
+    for (const PendingCommit& c : pending_) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
+    pending_.clear();
+    io_uring_submit(&ring_);
+    serving_ = false;
+    if (live_ == 0 && !stop_requested_.load() && served_ > 0) {
+      // The kernel still sends this CPU's requests to the queue, where nothing takes them: stop
+      // the mount (as SIGTERM does) rather than leave its programs hanging.
+      std::fprintf(stderr, "tipfs: FUSE ring queue %u lost all its entries: unmounting\n", qid_);
+      kill(getpid(), SIGTERM);
+    }
   }
 
-  // Reads the eventfd that wakes the thread, for the next kick.
-  void ArmKick() REQUIRES(mu_) {
-    io_uring_sqe* sqe = NextSqe();
-    io_uring_prep_read(sqe, kick_fd_, &kick_count_, sizeof kick_count_, 0);
-    io_uring_sqe_set_data64(sqe, kKickTag);
+  // A command of `e` ended with `error` instead of a request.
+  void EntryFailed(Entry* e, int error) {
+    if (error == EAGAIN || error == EINTR) {  // not ready yet: register again
+      PrepareCommand(e, kRegister, 0);
+      return;
+    }
+    if (error == ENOTCONN || error == ECONNABORTED) {  // the connection ended
+      --live_;
+      return;
+    }
+    std::fprintf(stderr, "tipfs: FUSE ring queue %u: an entry's command failed: %s\n", qid_,
+                 std::strerror(error));
+    if (served_ > 0 && e->reregistered < 3) {  // a commit went wrong: give the buffers back
+      ++e->reregistered;
+      PrepareCommand(e, kRegister, 0);
+      return;
+    }
+    // A registration the kernel refused: it serves /dev/fuse instead.
+    --live_;
   }
 
   // Rebuilds the request in `e` as libfuse reads it from /dev/fuse (in-header, the opcode's
   // struct, the rest) in the room in front of the payload, and dispatches it.
   void Serve(Entry* e) {
+    ++served_;
     fuse_in_header in;
     std::memcpy(&in, e->header->in_out, sizeof in);
     const uint32_t payload = e->header->ent_in_out.payload_sz;
-    e->commit_id = e->header->ent_in_out.commit_id;
     const size_t fixed = sizeof in + payload;
     if (in.len < fixed || in.len - fixed > kOpHeaderBytes || payload > e->payload_bytes) {
       FailRequest(e, in.unique, EIO);
@@ -303,7 +350,7 @@ class FuseRing::Queue {
     out.unique = unique;
     std::memcpy(e->header->in_out, &out, sizeof out);
     e->header->ent_in_out.payload_sz = 0;
-    Commit(e);
+    Commit(e, unique);
   }
 
   FuseRing* const owner_;
@@ -311,22 +358,26 @@ class FuseRing::Queue {
   int kick_fd_ = -1;
   std::vector<Entry> entries_;
   std::thread thread_;
-  Mutex mu_;  // the submission side: the queue's thread and every replying thread fill it
-  // Its submission queue under mu_; its completion queue is the queue's thread's alone.
+  // The ring: its submission side as the class comment says, its completions the thread's alone.
   io_uring ring_ = {};
-  bool ring_open_ GUARDED_BY(mu_) = false;
-  uint32_t unsubmitted_ GUARDED_BY(mu_) = 0;
-  bool waiting_ GUARDED_BY(mu_) = false;  // the thread waits for completions
-  bool kicked_ GUARDED_BY(mu_) = false;   // and has been woken since
-  uint64_t kick_count_ = 0;               // where the kernel reads the eventfd's count into
+  size_t live_ = 0;          // entries the kernel holds or that hold a request (the thread's)
+  uint64_t served_ = 0;      // requests the thread took (the thread's)
+  uint64_t kick_count_ = 0;  // where the kernel reads the eventfd's count into
   std::atomic<bool> stop_requested_{false};
+  Mutex mu_;
+  bool ring_open_ GUARDED_BY(mu_) = false;
+  bool serving_ GUARDED_BY(mu_) = true;                 // the thread takes the replies
+  std::vector<PendingCommit> pending_ GUARDED_BY(mu_);  // replies for the thread to submit
+  bool waiting_ GUARDED_BY(mu_) = false;                // the thread waits in io_uring_enter
+  bool kicked_ GUARDED_BY(mu_) = false;                 // and has been woken since
 };
 
 FuseRing::FuseRing(fuse_session* session, Statistics* statistics, uint32_t entries_per_queue)
     : session_(session), statistics_(statistics), entries_per_queue_(entries_per_queue) {}
 
 FuseRing::~FuseRing() {
-  Stop();
+  StopServing();
+  Close();
   queues_ready_.store(false, std::memory_order_release);
   entries_.clear();
   queues_.clear();  // unmaps the entries: the session is gone, no reply can come any more
@@ -341,11 +392,14 @@ Status FuseRing::Attach() {
   return Status::OK();
 }
 
-void FuseRing::Stop() {
-  if (stopped_.exchange(true)) return;
+void FuseRing::StopServing() {
   if (!queues_ready_.load(std::memory_order_acquire)) return;
   for (auto& q : queues_) q->RequestStop();
   for (auto& q : queues_) q->Join();
+}
+
+void FuseRing::Close() {
+  for (auto& q : queues_) q->Close();
 }
 
 ssize_t FuseRing::Read(int fd, void* buf, size_t len) {
@@ -382,7 +436,7 @@ ssize_t FuseRing::Write(int fd, struct iovec* iov, int count) {
       }
       std::memcpy(e->header->in_out, &out, sizeof out);
       e->header->ent_in_out.payload_sz = static_cast<uint32_t>(bytes);
-      if (!e->queue->Commit(e)) {
+      if (!e->queue->Commit(e, out.unique)) {
         errno = ENOENT;  // the ring is closed: libfuse treats the reply as interrupted
         return -1;
       }
@@ -415,15 +469,21 @@ ssize_t FuseRing::WriteInit(int fd, struct iovec* iov, int count) {
     reply.insert(reply.end(), p, p + iov[i].iov_len);
   }
   fuse_init_out init = {};
+  if (!kernel_offered_.load()) {
+    std::fprintf(stderr,
+                 "tipfs: the kernel's INIT did not offer FUSE over io_uring: serving "
+                 "/dev/fuse\n");
+  }
   bool use_ring = kernel_offered_.load() &&
                   reply.size() >= sizeof(fuse_out_header) + sizeof(fuse_init_out) &&
                   reinterpret_cast<fuse_out_header*>(reply.data())->error == 0;
   if (use_ring) {
     std::memcpy(&init, reply.data() + sizeof(fuse_out_header), sizeof init);
     // Every payload buffer must hold the largest request the kernel may send.
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t pages = (init.flags & kInitFlagsMaxPages) != 0 ? init.max_pages : 32;
-    const size_t payload = std::max<size_t>({8192, init.max_write, pages * kPage});
-    Status st = MakeQueues((payload + kPage - 1) / kPage * kPage);
+    const size_t payload = std::max<size_t>({8192, init.max_write, pages * page});
+    Status st = MakeQueues((payload + page - 1) / page * page);
     if (!st.ok()) {
       std::fprintf(stderr, "tipfs: serving /dev/fuse, not io_uring: %s\n", st.ToString().c_str());
       queues_.clear();
@@ -439,14 +499,23 @@ ssize_t FuseRing::WriteInit(int fd, struct iovec* iov, int count) {
   ssize_t n = write(fd, reply.data(), reply.size());
   if (n >= 0 && use_ring) {
     queues_ready_.store(true, std::memory_order_release);
-    for (auto& q : queues_) q->Start();
+    for (auto& q : queues_) {
+      Status st = q->Start();
+      if (!st.ok()) {
+        // The kernel now holds every request until each queue has entries: end the mount (as
+        // SIGTERM does) rather than leave its programs hanging.
+        std::fprintf(stderr, "tipfs: %s: unmounting\n", st.ToString().c_str());
+        kill(getpid(), SIGTERM);
+        break;
+      }
+    }
   }
   return n;
 }
 
 Status FuseRing::MakeQueues(size_t payload_bytes) {
   // One queue per possible CPU: the kernel serves the ring only once every one has entries.
-  const int cpus = get_nprocs_conf();
+  const int cpus = PossibleCpus();
   for (int q = 0; q < cpus; ++q) {
     auto queue = std::make_unique<Queue>(this, static_cast<uint16_t>(q));
     TIPFS_RETURN_IF_ERROR(queue->Init(entries_per_queue_, payload_bytes));

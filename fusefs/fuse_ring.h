@@ -19,7 +19,9 @@
 // other requests, as it holds up one libfuse worker on /dev/fuse.
 #pragma once
 
+#ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312
+#endif
 #include <fuse_lowlevel.h>
 
 #include <atomic>
@@ -37,7 +39,7 @@ class FuseRing {
  public:
   // REQUIRES: `session` outlives the ring; `statistics` may be null.
   FuseRing(fuse_session* session, Statistics* statistics, uint32_t entries_per_queue);
-  ~FuseRing();  // Stop()
+  ~FuseRing();  // StopServing(), Close()
   FuseRing(const FuseRing&) = delete;
   FuseRing& operator=(const FuseRing&) = delete;
 
@@ -45,10 +47,12 @@ class FuseRing {
   // userdata is a FuseBridge whose ring() is this ring.
   Status Attach();
 
-  // Stops serving: the queues' threads leave and their rings close, which takes the entries back
-  // from the kernel (requests sent after that wait for the unmount). Replies after Stop() are
-  // dropped. Call it after the session loop and the reads in flight, before the unmount.
-  void Stop();
+  // Stopping, in two steps, after the session loop and before the unmount: StopServing() makes
+  // the queues' threads leave (requests sent after that wait for the unmount); the replies of
+  // reads still in flight then commit themselves; Close() closes the rings, which takes the
+  // entries back from the kernel (replies after it are dropped). Both idempotent.
+  void StopServing();
+  void Close();
 
   // libfuse's hooks (fuse_custom_io), public for the table in the .cc.
   ssize_t Read(int fd, void* buf, size_t len);
@@ -74,7 +78,6 @@ class FuseRing {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<Entry*> entries_;
   std::atomic<bool> queues_ready_{false};
-  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace tipfs::fusefs
