@@ -19,42 +19,11 @@
 #include <system_error>
 
 #include "fusefs/fuse_bridge.h"
+#include "fusefs/fuse_ring_abi.h"
 #include "util/mutex.h"
 
 namespace tipfs::fusefs {
 namespace {
-
-// The kernel's FUSE-over-io_uring interface (include/uapi/linux/fuse.h, protocol 7.42), which
-// Debian 12's linux-libc-dev (6.1) predates.
-constexpr uint32_t kInitFlagsExtended = 1u << 30;     // FUSE_INIT_EXT: flags2 is valid
-constexpr uint32_t kInitFlagsMaxPages = 1u << 22;     // FUSE_MAX_PAGES: max_pages is valid
-constexpr uint32_t kInitFlags2OverIoUring = 1u << 9;  // FUSE_OVER_IO_URING (bit 41)
-constexpr uint32_t kRegister = 1;                     // FUSE_IO_URING_CMD_REGISTER
-constexpr uint32_t kCommitAndFetch = 2;               // FUSE_IO_URING_CMD_COMMIT_AND_FETCH
-constexpr size_t kOpHeaderBytes = 128;                // FUSE_URING_OP_IN_OUT_SZ
-
-struct RingEntryInOut {  // struct fuse_uring_ent_in_out
-  uint64_t flags;
-  uint64_t commit_id;  // the request's unique: what its commit names
-  uint32_t payload_sz;
-  uint32_t padding;
-  uint64_t reserved;
-};
-
-struct RingRequestHeader {     // struct fuse_uring_req_header
-  char in_out[128];            // fuse_in_header in, fuse_out_header out
-  char op_in[kOpHeaderBytes];  // the request's first argument, its per-opcode struct
-  RingEntryInOut ent_in_out;
-};
-static_assert(sizeof(RingRequestHeader) == 288);
-
-struct RingCommand {  // struct fuse_uring_cmd_req, in the SQE's command area
-  uint64_t flags;
-  uint64_t commit_id;
-  uint16_t qid;
-  uint8_t padding[6];
-};
-static_assert(sizeof(RingCommand) == 24);
 
 // user_data of the read of a queue's eventfd (entries are aligned, never 1).
 constexpr uint64_t kKickTag = 1;
@@ -319,22 +288,16 @@ class FuseRing::Queue {
     --live_;
   }
 
-  // Rebuilds the request in `e` as libfuse reads it from /dev/fuse (in-header, the opcode's
-  // struct, the rest) in the room in front of the payload, and dispatches it.
+  // Hands the request in `e` to libfuse as /dev/fuse would have delivered it.
   void Serve(Entry* e) {
     ++served_;
     fuse_in_header in;
     std::memcpy(&in, e->header->in_out, sizeof in);
-    const uint32_t payload = e->header->ent_in_out.payload_sz;
-    const size_t fixed = sizeof in + payload;
-    if (in.len < fixed || in.len - fixed > kOpHeaderBytes || payload > e->payload_bytes) {
+    char* start = RebuildRequest(*e->header, e->payload, e->payload_bytes);
+    if (start == nullptr) {
       FailRequest(e, in.unique, EIO);
       return;
     }
-    const size_t op_bytes = in.len - fixed;
-    char* start = e->payload - op_bytes - sizeof in;
-    std::memcpy(start + sizeof in, e->header->op_in, op_bytes);
-    std::memcpy(start, &in, sizeof in);
     e->unique.store(in.unique, std::memory_order_release);
     RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
     fuse_buf buf = {};
