@@ -7,9 +7,10 @@
 // hook sees the kernel's INIT; its writev hook adds FUSE_OVER_IO_URING to the INIT reply, then
 // starts one thread per CPU queue that registers the queue's entries. A request that arrives in
 // an entry is rebuilt in place in front of its payload and handed to fuse_session_process_buf, so
-// every handler stays libfuse's; its reply reaches the writev hook, which finds the entry by the
-// request's unique and commits the reply into it (COMMIT_AND_FETCH, which also re-arms the
-// entry), from whichever thread replies: the asynchronous reads answer from their completions.
+// every handler stays libfuse's; its reply reaches the writev hook, from whichever thread replies
+// (the asynchronous reads answer from their completions), which finds the entry by the request's
+// unique, copies the reply into it and queues its commit (COMMIT_AND_FETCH, which also re-arms
+// the entry) for the queue's thread, the ring's only submitter while it serves.
 // Replies to /dev/fuse requests (INIT, FORGET and INTERRUPT stay there) and notifications are
 // written to /dev/fuse as before, by libfuse's own loop, which keeps running.
 //
