@@ -25,6 +25,10 @@
 namespace tipfs::fusefs {
 namespace {
 
+// Requests a CPU's queue holds at once: the most reads one CPU's programs keep waiting for the
+// disks before the kernel queues more (32 jobs of nvme-rand-32 spread over the CPUs).
+constexpr uint32_t kEntriesPerQueue = 32;
+
 // user_data of the read of a queue's eventfd (entries are aligned, never 1).
 constexpr uint64_t kKickTag = 1;
 
@@ -40,6 +44,19 @@ int PossibleCpus() {
     return get_nprocs_conf();
   }
   return std::stoi(highest) + 1;
+}
+
+// A queue the kernel sends requests to but nothing serves would leave its CPU's programs hanging:
+// the daemon ends the mount instead, as SIGTERM does (everything acknowledged is made durable).
+void EndMount(const std::string& why) {
+  std::fprintf(stderr, "tipfs: %s: unmounting\n", why.c_str());
+  kill(getpid(), SIGTERM);
+}
+
+// Writes to an eventfd, waking whatever reads it.
+void Kick(int eventfd) {
+  uint64_t one = 1;
+  (void)!write(eventfd, &one, sizeof one);
 }
 
 FuseRing* RingOf(void* userdata) { return static_cast<FuseBridge*>(userdata)->ring(); }
@@ -58,9 +75,8 @@ ssize_t WriteHook(int fd, struct iovec* iov, int count, void* userdata) {
 // buffer behind a page of room, where the request is rebuilt contiguous for libfuse.
 struct FuseRing::Entry {
   Queue* queue = nullptr;
-  char* region = nullptr;  // header page, room page, payload
+  RingRequestHeader* header = nullptr;  // starts the mapping: header page, room page, payload
   size_t region_bytes = 0;
-  RingRequestHeader* header = nullptr;
   char* payload = nullptr;
   size_t payload_bytes = 0;
   iovec iov[2] = {};
@@ -80,7 +96,7 @@ class FuseRing::Queue {
     Join();
     Close();
     for (Entry& e : entries_) {
-      if (e.region != nullptr) munmap(e.region, e.region_bytes);
+      if (e.header != nullptr) munmap(e.header, e.region_bytes);
     }
     if (kick_fd_ >= 0) close(kick_fd_);
   }
@@ -108,9 +124,8 @@ class FuseRing::Queue {
       void* p = mmap(nullptr, e.region_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) return ErrnoStatus("FUSE ring: mmap");
-      e.region = static_cast<char*>(p);
-      e.header = reinterpret_cast<RingRequestHeader*>(e.region);
-      e.payload = e.region + 2 * page;
+      e.header = static_cast<RingRequestHeader*>(p);
+      e.payload = static_cast<char*>(p) + 2 * page;  // a page of room for the request's headers
       e.iov[0] = {e.header, sizeof(RingRequestHeader)};
       e.iov[1] = {e.payload, payload_bytes};
     }
@@ -130,8 +145,7 @@ class FuseRing::Queue {
 
   void RequestStop() {
     stop_requested_.store(true);
-    uint64_t one = 1;
-    (void)!write(kick_fd_, &one, sizeof one);
+    Kick(kick_fd_);
   }
 
   void Join() {
@@ -158,8 +172,7 @@ class FuseRing::Queue {
     pending_.push_back({e, unique});
     if (waiting_ && !kicked_) {
       kicked_ = true;
-      uint64_t one = 1;
-      (void)!write(kick_fd_, &one, sizeof one);
+      Kick(kick_fd_);
     }
     return true;
   }
@@ -260,10 +273,7 @@ class FuseRing::Queue {
     io_uring_submit(&ring_);
     serving_ = false;
     if (live_ == 0 && !stop_requested_.load() && served_ > 0) {
-      // The kernel still sends this CPU's requests to the queue, where nothing takes them: stop
-      // the mount (as SIGTERM does) rather than leave its programs hanging.
-      std::fprintf(stderr, "tipfs: FUSE ring queue %u lost all its entries: unmounting\n", qid_);
-      kill(getpid(), SIGTERM);
+      EndMount("FUSE ring queue " + std::to_string(qid_) + " lost all its entries");
     }
   }
 
@@ -335,8 +345,8 @@ class FuseRing::Queue {
   bool kicked_ GUARDED_BY(mu_) = false;                 // and has been woken since
 };
 
-FuseRing::FuseRing(fuse_session* session, Statistics* statistics, uint32_t entries_per_queue)
-    : session_(session), statistics_(statistics), entries_per_queue_(entries_per_queue) {}
+FuseRing::FuseRing(fuse_session* session, Statistics* statistics)
+    : session_(session), statistics_(statistics) {}
 
 FuseRing::~FuseRing() {
   StopServing();
@@ -406,7 +416,8 @@ ssize_t FuseRing::Write(int fd, struct iovec* iov, int count) {
       return static_cast<ssize_t>(sizeof out + bytes);
     }
   }
-  if (out.unique != 0 && out.unique == init_unique_.load()) return WriteInit(fd, iov, count);
+  uint64_t init = out.unique;
+  if (init != 0 && init_unique_.compare_exchange_strong(init, 0)) return WriteInit(fd, iov, count);
   return writev(fd, iov, count);
 }
 
@@ -464,11 +475,8 @@ ssize_t FuseRing::WriteInit(int fd, struct iovec* iov, int count) {
     queues_ready_.store(true, std::memory_order_release);
     for (auto& q : queues_) {
       Status st = q->Start();
-      if (!st.ok()) {
-        // The kernel now holds every request until each queue has entries: end the mount (as
-        // SIGTERM does) rather than leave its programs hanging.
-        std::fprintf(stderr, "tipfs: %s: unmounting\n", st.ToString().c_str());
-        kill(getpid(), SIGTERM);
+      if (!st.ok()) {  // the kernel now holds every request until each queue has entries
+        EndMount(st.ToString());
         break;
       }
     }
@@ -481,7 +489,7 @@ Status FuseRing::MakeQueues(size_t payload_bytes) {
   const int cpus = PossibleCpus();
   for (int q = 0; q < cpus; ++q) {
     auto queue = std::make_unique<Queue>(this, static_cast<uint16_t>(q));
-    TIPFS_RETURN_IF_ERROR(queue->Init(entries_per_queue_, payload_bytes));
+    TIPFS_RETURN_IF_ERROR(queue->Init(kEntriesPerQueue, payload_bytes));
     for (Entry& e : queue->entries()) entries_.push_back(&e);
     queues_.push_back(std::move(queue));
   }

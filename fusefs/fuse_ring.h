@@ -39,7 +39,7 @@ namespace tipfs::fusefs {
 class FuseRing {
  public:
   // REQUIRES: `session` outlives the ring; `statistics` may be null.
-  FuseRing(fuse_session* session, Statistics* statistics, uint32_t entries_per_queue);
+  FuseRing(fuse_session* session, Statistics* statistics);
   ~FuseRing();  // StopServing(), Close()
   FuseRing(const FuseRing&) = delete;
   FuseRing& operator=(const FuseRing&) = delete;
@@ -69,9 +69,9 @@ class FuseRing {
 
   fuse_session* const session_;
   Statistics* const statistics_;
-  const uint32_t entries_per_queue_;
   int fd_ = -1;
-  // Whether the kernel's INIT offered the ring, and that request's unique (its reply is patched).
+  // Whether the kernel's INIT offered the ring, and that request's unique until its reply (which
+  // is patched) has gone.
   std::atomic<bool> kernel_offered_{false};
   std::atomic<uint64_t> init_unique_{0};
   // The queues are made once, by the INIT reply's writer, before queues_ready_ is set; every

@@ -62,7 +62,6 @@ struct MountOptions {
   // Take requests over io_uring (fusefs/fuse_ring.h) instead of reading /dev/fuse; needs a kernel
   // that offers it. Fixed at mount.
   bool fuse_io_uring = false;
-  uint32_t fuse_ring_entries = 32;  // entries per CPU queue of the ring
   // RADOS disks: how long one operation waits for the cluster before it fails with EIO (unless
   // the conf file sets rados_osd_op_timeout). Fixed at mount.
   int64_t rados_timeout_ns = int64_t{30} * 1000 * 1000 * 1000;
