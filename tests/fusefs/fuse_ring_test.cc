@@ -58,103 +58,82 @@ TEST_F(FuseRingTest, RequestsComeOverTheRing) {
   EXPECT_GE(MountCounter(mount_->mountpoint(), "fuse.ring.requests"), 10u);
 }
 
+constexpr size_t kPiece = 4096;
+
+// Counts of one reader's 4 KiB reads at random offsets of a file whose bytes are `data`.
+struct ReadCounts {
+  std::atomic<int> answered{0};
+  std::atomic<int> wrong{0};   // answered with bytes other than the file's at that offset
+  std::atomic<int> failed{0};  // the open, or a read, failed or came short
+};
+
+// Reads `reads` pieces of `path` (or, with reads < 0, until a read fails), counting into `counts`.
+void ReadPiecesAtRandom(const std::string& path, const std::string& data, uint64_t seed, int reads,
+                        ReadCounts* counts) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    ++counts->failed;
+    return;
+  }
+  std::mt19937_64 rng(seed);
+  std::string buf(kPiece, '\0');
+  for (int i = 0; reads < 0 || i < reads; ++i) {
+    const size_t offset = (rng() % (data.size() / kPiece)) * kPiece;
+    if (pread(fd, buf.data(), kPiece, static_cast<off_t>(offset)) != static_cast<ssize_t>(kPiece)) {
+      ++counts->failed;
+      if (reads < 0) break;
+      continue;
+    }
+    ++counts->answered;
+    if (buf.compare(0, kPiece, data, offset, kPiece) != 0) ++counts->wrong;
+  }
+  close(fd);
+}
+
 // 32 threads read 4 KiB pieces of a 24 MiB file at random (the cache holds a sixth of it), so up to
 // 32 reads wait for the disks at once, and each reply is committed from a completion.
 TEST_F(FuseRingTest, ManyReadsInFlightGetTheirOwnBytes) {
-  constexpr size_t kFileBytes = 24u << 20;
-  constexpr size_t kPiece = 4096;
   constexpr int kThreads = 32;
   constexpr int kReadsPerThread = 200;
-  const std::string data = PatternBytes(kFileBytes, 5);
+  const std::string data = PatternBytes(24u << 20, 5);
   ASSERT_TRUE(WriteFileBytes(Path("big"), data));
   const uint64_t ring_before = MountCounter(mount_->mountpoint(), "fuse.ring.requests");
-  std::atomic<int> wrong{0};
-  std::atomic<int> failed{0};
+  ReadCounts counts;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      int fd = open(Path("big").c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) {
-        ++failed;
-        return;
-      }
-      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
-      std::string buf(kPiece, '\0');
-      for (int i = 0; i < kReadsPerThread; ++i) {
-        const size_t offset = (rng() % (kFileBytes / kPiece)) * kPiece;
-        if (pread(fd, buf.data(), kPiece, static_cast<off_t>(offset)) !=
-            static_cast<ssize_t>(kPiece)) {
-          ++failed;
-        } else if (buf.compare(0, kPiece, data, offset, kPiece) != 0) {
-          ++wrong;
-        }
-      }
-      close(fd);
-    });
+    threads.emplace_back(
+        [&, t] { ReadPiecesAtRandom(Path("big"), data, t + 1, kReadsPerThread, &counts); });
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(wrong.load(), 0) << "reads got another read's bytes";
+  EXPECT_EQ(counts.failed.load(), 0);
+  EXPECT_EQ(counts.wrong.load(), 0) << "reads got another read's bytes";
   EXPECT_GE(MountCounter(mount_->mountpoint(), "fuse.ring.requests") - ring_before,
             static_cast<uint64_t>(kThreads) * kReadsPerThread);
 }
 
-TEST_F(FuseRingTest, TerminatedDaemonUnmountsAndKeepsTheData) {
-  const std::string data = PatternBytes(3 << 20, 9);
-  ASSERT_TRUE(WriteFileBytes(Path("kept"), data));
-  const pid_t daemon = ReadDaemonPid(mount_->disks()[0]);
-  ASSERT_TRUE(ProcessAlive(daemon));
-  ASSERT_EQ(kill(daemon, SIGTERM), 0);
-  EXPECT_TRUE(WaitForProcessExit(daemon, 60));
-  if (IsMountPoint(mount_->mountpoint())) {
-    ADD_FAILURE() << "the daemon exited on SIGTERM but left the mount behind";
-    LazyUnmount(mount_->mountpoint());
-  }
-  ASSERT_EQ(mount_->Mount(), "");
-  EXPECT_EQ(ReadFileOrDie(Path("kept")), data);
-}
-
 // SIGTERM while 16 readers keep reads waiting for the disks: the daemon stops taking requests,
 // the reads it had started still answer, and it unmounts and exits without touching what it freed
-// (the test also runs under ASan). Each read returns its own bytes or fails once the mount is
-// gone; none hangs.
-TEST_F(FuseRingTest, TerminatedUnderLoadAnswersWhatItStartedAndExits) {
-  constexpr size_t kFileBytes = 16u << 20;
-  constexpr size_t kPiece = 4096;
-  const std::string data = PatternBytes(kFileBytes, 17);
+// (the test also runs under ASan); what was written is there at the next mount. Each read returns
+// its own bytes or fails once the mount is gone; none hangs.
+TEST_F(FuseRingTest, TerminatedUnderLoadAnswersWhatItStartedAndKeepsTheData) {
+  const std::string data = PatternBytes(16u << 20, 17);
   ASSERT_TRUE(WriteFileBytes(Path("busy"), data));
   const pid_t daemon = ReadDaemonPid(mount_->disks()[0]);
   ASSERT_TRUE(ProcessAlive(daemon));
-  std::atomic<int> wrong{0};
-  std::atomic<int> answered{0};
+  ReadCounts counts;
   std::vector<std::thread> readers;
   for (int t = 0; t < 16; ++t) {
-    readers.emplace_back([&, t] {
-      int fd = open(Path("busy").c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return;
-      std::mt19937_64 rng(static_cast<uint64_t>(t) + 100);
-      std::string buf(kPiece, '\0');
-      for (;;) {  // until the mount is gone
-        const size_t offset = (rng() % (kFileBytes / kPiece)) * kPiece;
-        if (pread(fd, buf.data(), kPiece, static_cast<off_t>(offset)) !=
-            static_cast<ssize_t>(kPiece)) {
-          break;
-        }
-        ++answered;
-        if (buf.compare(0, kPiece, data, offset, kPiece) != 0) ++wrong;
-      }
-      close(fd);
-    });
+    readers.emplace_back([&, t] { ReadPiecesAtRandom(Path("busy"), data, t + 100, -1, &counts); });
   }
-  while (answered.load() < 2000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(kill(daemon, SIGTERM), 0);
-  EXPECT_TRUE(WaitForProcessExit(daemon, 60));
-  if (IsMountPoint(mount_->mountpoint())) {
-    ADD_FAILURE() << "the daemon exited on SIGTERM but left the mount behind";
-    LazyUnmount(mount_->mountpoint());
+  // Under way: 2,000 reads answered (about 0.1 s here), or a minute gone.
+  for (int waited_ms = 0; counts.answered.load() < 2000 && waited_ms < 60'000; waited_ms += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  EXPECT_GE(counts.answered.load(), 2000) << "the readers did not get going";
+  ExpectTerminatedDaemonUnmounts(daemon, mount_->mountpoint());
+  if (ProcessAlive(daemon)) kill(daemon, SIGKILL);  // failed above; the readers end with it
   for (std::thread& reader : readers) reader.join();
-  EXPECT_EQ(wrong.load(), 0) << "reads got another read's bytes";
+  EXPECT_EQ(counts.wrong.load(), 0) << "reads got another read's bytes";
   ASSERT_EQ(mount_->Mount(), "");
   EXPECT_EQ(ReadFileOrDie(Path("busy")), data);
 }

@@ -141,12 +141,7 @@ TEST_F(MountLifecycleTest, TerminatedDaemonUnmountsAndKeepsTheData) {
   ASSERT_TRUE(WriteFileBytes(volume_->Path("big"), data));
   const pid_t daemon = ReadDaemonPid(volume_->disks()[0]);
   ASSERT_TRUE(ProcessAlive(daemon));
-  ASSERT_EQ(kill(daemon, SIGTERM), 0);
-  EXPECT_TRUE(WaitForProcessExit(daemon, 60));
-  if (IsMountPoint(volume_->mountpoint())) {
-    ADD_FAILURE() << "the daemon exited on SIGTERM but left the mount behind";
-    LazyUnmount(volume_->mountpoint());
-  }
+  ExpectTerminatedDaemonUnmounts(daemon, volume_->mountpoint());
   ExpectNothingLeft(daemon);
   ASSERT_EQ(volume_->Mount(), "");
   EXPECT_EQ(ReadFileOrDie(volume_->Path("big")), data);

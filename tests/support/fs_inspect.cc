@@ -178,6 +178,15 @@ bool IsMountPoint(const std::string& path) {
   return false;
 }
 
+void ExpectTerminatedDaemonUnmounts(pid_t daemon, const std::string& mountpoint) {
+  EXPECT_EQ(kill(daemon, SIGTERM), 0) << ErrnoName(errno);
+  EXPECT_TRUE(WaitForProcessExit(daemon, 60)) << "daemon " << daemon << " outlived SIGTERM";
+  if (IsMountPoint(mountpoint)) {
+    ADD_FAILURE() << "the daemon exited on SIGTERM but left the mount behind";
+    LazyUnmount(mountpoint);
+  }
+}
+
 void LazyUnmount(const std::string& path) {
   if (geteuid() == 0) {
     umount2(path.c_str(), MNT_DETACH);

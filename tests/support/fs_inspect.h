@@ -42,6 +42,9 @@ std::string ProcessesUsing(const std::string& path);
 std::string UnmountRetryingWhileBusy(TipfsMount& mount, int attempts = 10);
 // Detaches whatever is mounted at `path` (umount -l / fusermount3 -uz). For dead FUSE mounts.
 void LazyUnmount(const std::string& path);
+// Sends the daemon SIGTERM and expects what SIGTERM promises: it exits within a minute and takes
+// its mount at `mountpoint` with it (a failure otherwise; a mount left behind is detached).
+void ExpectTerminatedDaemonUnmounts(pid_t daemon, const std::string& mountpoint);
 
 struct CommandResult {
   int exit_code = -1;  // 128+signal when killed
