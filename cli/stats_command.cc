@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/mount_table.h"
+#include "util/mount_table.h"
 
 namespace tipfs::cli {
 namespace {
@@ -47,7 +48,7 @@ Result<std::string> ReadControlFile(const std::string& mountpoint, const std::st
   std::string path = mountpoint + "/.tipfs/" + name;
   std::ifstream in(path);
   if (!in) {
-    if (errno == ENOTCONN) {
+    if (DaemonGoneError(errno)) {
       return Status::FromErrno(ENOTCONN, mountpoint +
                                              ": the daemon of this mount is gone (killed or "
                                              "crashed); run tipfs umount " +

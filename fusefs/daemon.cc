@@ -197,7 +197,7 @@ Status CheckMountpoint(const std::string& mountpoint) {
   }
   struct stat st;
   if (stat(mountpoint.c_str(), &st) != 0) {
-    if (errno == ENOTCONN && there != nullptr) {
+    if (DaemonGoneError(errno) && there != nullptr) {
       return Status::FromErrno(ENOTCONN, "mountpoint " + mountpoint +
                                              ": the daemon of the tipfs mount there is gone; run "
                                              "tipfs umount " +

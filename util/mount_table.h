@@ -1,6 +1,7 @@
 // The kernel's table of mounts, from /proc/self/mountinfo.
 #pragma once
 
+#include <cerrno>
 #include <istream>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ struct MountEntry {
 std::vector<MountEntry> ReadMountTable();
 // The table in mountinfo's format; lines it cannot read are skipped.
 std::vector<MountEntry> ParseMountInfo(std::istream& in);
+
+// True for the errors of a FUSE mount whose daemon is gone: ENOTCONN for a request made after the
+// kernel aborted the connection, ECONNABORTED for one it had queued before (a call racing the
+// daemon's death, e.g. while its other threads are still exiting).
+inline bool DaemonGoneError(int err) { return err == ENOTCONN || err == ECONNABORTED; }
 
 // realpath(path), or `path` itself when it cannot be resolved (a dead FUSE mount answers
 // ENOTCONN, and the caller still wants to find it in the table).
