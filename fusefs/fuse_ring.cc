@@ -20,6 +20,7 @@
 
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/fuse_ring_abi.h"
+#include "fusefs/ring_workers.h"
 #include "util/mutex.h"
 
 namespace tipfs::fusefs {
@@ -310,10 +311,13 @@ class FuseRing::Queue {
     }
     e->unique.store(in.unique, std::memory_order_release);
     RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
-    fuse_buf buf = {};
-    buf.mem = start;
-    buf.size = in.len;
-    fuse_session_process_buf(owner_->session_, &buf);
+    const size_t header = sizeof(fuse_in_header);
+    if (ServedInline(in, start + header, in.len - header)) {
+      ServeRequest(owner_, start, in.len);
+    } else {
+      RecordTick(owner_->statistics_, FUSE_RING_HANDED_OFF);
+      owner_->workers_.Hand(start, in.len);
+    }
   }
 
   void FailRequest(Entry* e, uint64_t unique, int error) {
@@ -345,8 +349,15 @@ class FuseRing::Queue {
   bool kicked_ GUARDED_BY(mu_) = false;                 // and has been woken since
 };
 
-FuseRing::FuseRing(fuse_session* session, Statistics* statistics)
-    : session_(session), statistics_(statistics) {}
+FuseRing::FuseRing(fuse_session* session, Statistics* statistics, uint32_t worker_threads)
+    : session_(session), statistics_(statistics), workers_(ServeRequest, this, worker_threads) {}
+
+void FuseRing::ServeRequest(void* ring, char* request, size_t bytes) {
+  fuse_buf buf = {};
+  buf.mem = request;
+  buf.size = bytes;
+  fuse_session_process_buf(static_cast<FuseRing*>(ring)->session_, &buf);
+}
 
 FuseRing::~FuseRing() {
   StopServing();
@@ -369,6 +380,7 @@ void FuseRing::StopServing() {
   if (!queues_ready_.load(std::memory_order_acquire)) return;
   for (auto& q : queues_) q->RequestStop();
   for (auto& q : queues_) q->Join();
+  workers_.Stop();  // after the queues' threads, the only ones that hand requests over
 }
 
 void FuseRing::Close() {
@@ -451,6 +463,13 @@ ssize_t FuseRing::WriteInit(int fd, struct iovec* iov, int count) {
   bool use_ring = kernel_offered_.load() &&
                   reply.size() >= sizeof(fuse_out_header) + sizeof(fuse_init_out) &&
                   reinterpret_cast<fuse_out_header*>(reply.data())->error == 0;
+  if (use_ring) {
+    Status st = workers_.Start();
+    if (!st.ok()) {
+      std::fprintf(stderr, "tipfs: serving /dev/fuse, not io_uring: %s\n", st.ToString().c_str());
+      use_ring = false;
+    }
+  }
   if (use_ring) {
     std::memcpy(&init, reply.data() + sizeof(fuse_out_header), sizeof init);
     // Every payload buffer must hold the largest request the kernel may send.

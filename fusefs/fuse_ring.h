@@ -15,9 +15,10 @@
 // written to /dev/fuse as before, by libfuse's own loop, which keeps running.
 //
 // The kernel only offers the ring when fuse's module parameter enable_uring is Y; the ring is
-// asked for by `tipfs mount --fuse-io-uring on`. A queue's thread serves its requests one after
-// another: a handler that blocks (a write that waits for a read, an fsync) holds up that CPU's
-// other requests, as it holds up one libfuse worker on /dev/fuse.
+// asked for by `tipfs mount --fuse-io-uring on`. A queue's thread serves inline only the requests
+// that never wait for a disk (reads, lookups, attributes, listings); writes, fsyncs, removals and
+// the rest go to a pool of workers (fusefs/ring_workers.h), so that a slow or stalled disk holds
+// up those requests and not every program on the CPU.
 #pragma once
 
 #ifndef FUSE_USE_VERSION
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "fusefs/fuse_ring_switch.h"
+#include "fusefs/ring_workers.h"
 #include "util/statistics.h"
 #include "util/status.h"
 
@@ -38,8 +40,9 @@ namespace tipfs::fusefs {
 
 class FuseRing {
  public:
-  // REQUIRES: `session` outlives the ring; `statistics` may be null.
-  FuseRing(fuse_session* session, Statistics* statistics);
+  // REQUIRES: `session` outlives the ring; `statistics` may be null; `worker_threads` > 0 serve
+  // the requests that may wait for the disks (fusefs/ring_workers.h).
+  FuseRing(fuse_session* session, Statistics* statistics, uint32_t worker_threads);
   ~FuseRing();  // StopServing(), Close()
   FuseRing(const FuseRing&) = delete;
   FuseRing& operator=(const FuseRing&) = delete;
@@ -66,6 +69,7 @@ class FuseRing {
   ssize_t WriteInit(int fd, struct iovec* iov, int count);
   Entry* Claim(uint64_t unique);
   Status MakeQueues(size_t payload_bytes);
+  static void ServeRequest(void* ring, char* request, size_t bytes);  // RingWorkers::ServeFn
 
   fuse_session* const session_;
   Statistics* const statistics_;
@@ -79,6 +83,7 @@ class FuseRing {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<Entry*> entries_;
   std::atomic<bool> queues_ready_{false};
+  RingWorkers workers_;  // started with the queues, stopped after their threads
 };
 
 }  // namespace tipfs::fusefs

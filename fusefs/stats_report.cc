@@ -343,7 +343,10 @@ std::string StatsReport::Text() const {
           statistics_->Get(FUSE_WRITE_OPS), FormatSize(statistics_->Get(FUSE_WRITE_BYTES)).c_str(),
           statistics_->Get(FUSE_GETATTR_OPS), statistics_->Get(FUSE_LOOKUP_OPS));
   if (const uint64_t ring = statistics_->Get(FUSE_RING_REQUESTS); ring > 0) {
-    Appendf(&out, "  of all requests, %" PRIu64 " came over io_uring (--fuse-io-uring)\n", ring);
+    Appendf(&out,
+            "  of all requests, %" PRIu64 " came over io_uring (--fuse-io-uring), %" PRIu64
+            " of them served by its workers (they may wait for the disks)\n",
+            ring, statistics_->Get(FUSE_RING_HANDED_OFF));
   }
   Appendf(&out,
           "files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64

@@ -30,6 +30,7 @@ constexpr std::pair<Ticker, const char*> kTickerNames[] = {
     {FUSE_RELEASE_OPS, "fuse.release.ops"},
     {FUSE_UNLINK_OPS, "fuse.unlink.ops"},
     {FUSE_RING_REQUESTS, "fuse.ring.requests"},
+    {FUSE_RING_HANDED_OFF, "fuse.ring.handed_off"},
 };
 static_assert(std::size(kTickerNames) == TICKER_ENUM_MAX,
               "every Ticker needs a row in kTickerNames");

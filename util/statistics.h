@@ -52,6 +52,9 @@ enum Ticker : uint32_t {
   FUSE_UNLINK_OPS,
   // Requests that came over FUSE's io_uring (fusefs/fuse_ring.h) rather than /dev/fuse.
   FUSE_RING_REQUESTS,
+  // Of those, the ones served by the ring's workers (fusefs/ring_workers.h): they may wait for
+  // the disks, so their queue's thread did not serve them itself.
+  FUSE_RING_HANDED_OFF,
   TICKER_ENUM_MAX
 };
 

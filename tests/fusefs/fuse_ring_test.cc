@@ -3,13 +3,18 @@
 // replies come from the disks' completions, on other threads than the ring's), and the daemon
 // stops cleanly on SIGTERM and leaves a usable volume when killed. The POSIX, concurrency, mmap
 // and real-program tests also run over the ring (their "_ring" parameters).
+#include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -136,6 +141,118 @@ TEST_F(FuseRingTest, TerminatedUnderLoadAnswersWhatItStartedAndKeepsTheData) {
   EXPECT_EQ(counts.wrong.load(), 0) << "reads got another read's bytes";
   ASSERT_EQ(mount_->Mount(), "");
   EXPECT_EQ(ReadFileOrDie(Path("busy")), data);
+}
+
+// Runs the calling thread on `cpu` alone: the kernel puts a request into the ring queue of the
+// CPU its program runs on, so pinning decides which queue a request waits in.
+bool PinToCpu(int cpu) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(cpu, &cpus);
+  return sched_setaffinity(0, sizeof cpus, &cpus) == 0;
+}
+
+// The names in `dir`, or "" and a failure when it cannot be listed.
+std::vector<std::string> ListDirectory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    ADD_FAILURE() << "opendir " << dir << ": " << ErrnoName(errno);
+    return names;
+  }
+  while (dirent* entry = readdir(d)) {
+    if (entry->d_name[0] != '.') names.emplace_back(entry->d_name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A write waits for a held disk (the emulator's hold=on: no completion until hold=off). Another
+// program on the writer's CPU, whose requests go to the same ring queue, still gets a lookup, a
+// directory listing and a read of cached data answered meanwhile: the write waits in one of the
+// ring's workers, not in the queue's thread. The test drives the hold from the other CPU, so that
+// a queue held up by the write (the failure) still lets it end the hold and finish.
+TEST_F(FuseRingTest, AWriteWaitingForAHeldDiskDoesNotHoldUpTheRequestsOfItsCpu) {
+  cpu_set_t original;
+  ASSERT_EQ(sched_getaffinity(0, sizeof original, &original), 0);
+  if (CPU_COUNT(&original) < 2 || !CPU_ISSET(0, &original) || !CPU_ISSET(1, &original)) {
+    GTEST_SKIP() << "needs CPUs 0 and 1: one for the held write and its neighbour, one to drive";
+  }
+  ASSERT_TRUE(PinToCpu(1));
+  struct RestoreAffinity {
+    cpu_set_t cpus;
+    ~RestoreAffinity() { (void)sched_setaffinity(0, sizeof cpus, &cpus); }
+  } restore{original};
+
+  const std::string cached = PatternBytes(4096, 3);
+  ASSERT_TRUE(WriteFileBytes(Path("cached"), cached));
+  ASSERT_EQ(ReadFileOrDie(Path("cached")), cached);  // in the daemon's cache from here on
+  const int fd = open(Path("held").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  struct CloseFile {
+    int fd;
+    ~CloseFile() { close(fd); }
+  } close_file{fd};
+
+  ASSERT_TRUE(WriteFileBytes(Path(".tipfs/disk-model"), "hold=on\n"));
+  const uint64_t handed_off = MountCounter(mount_->mountpoint(), "fuse.ring.handed_off");
+  const std::string written = PatternBytes(4096, 4);
+  std::atomic<bool> write_done{false};
+  std::atomic<ssize_t> write_result{-2};
+  std::atomic<bool> neighbour_done{false};
+  std::thread writer;
+  std::thread neighbour;
+  // Ends the hold on every way out, so the write finishes and the mount can unmount.
+  struct EndHold {
+    std::function<void()> run;
+    ~EndHold() { run(); }
+  } end_hold{[&] {
+    (void)WriteFileBytes(Path(".tipfs/disk-model"), "hold=off\n");
+    if (writer.joinable()) writer.join();
+    if (neighbour.joinable()) neighbour.join();
+  }};
+  writer = std::thread([&] {
+    if (PinToCpu(0)) write_result = pwrite(fd, written.data(), written.size(), 0);
+    write_done = true;
+  });
+  // Until the ring has handed the write to a worker, or 2 s (time for a write served on the
+  // queue's thread, which the count would not show, to reach the held disk).
+  for (int waited_ms = 0; waited_ms < 2'000 && !write_done &&
+                          MountCounter(mount_->mountpoint(), "fuse.ring.handed_off") == handed_off;
+       waited_ms += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(write_done.load()) << "the write did not wait for the held disk";
+
+  struct stat st;
+  int lookup_error = 0;
+  std::vector<std::string> listed;
+  std::string read_back;
+  neighbour = std::thread([&] {
+    if (PinToCpu(0)) {
+      lookup_error = stat(Path("absent").c_str(), &st) == 0 ? 0 : errno;
+      listed = ListDirectory(mount_->mountpoint());
+      read_back = ReadFileOrDie(Path("cached"));
+    }
+    neighbour_done = true;
+  });
+  // A bound on a hang, not a measure: answered within microseconds when the queue is free.
+  for (int waited_ms = 0; waited_ms < 20'000 && !neighbour_done; waited_ms += 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(neighbour_done.load()) << "the neighbour's requests waited behind the held write";
+  EXPECT_FALSE(write_done.load()) << "the hold ended before the neighbour was answered";
+
+  ASSERT_TRUE(WriteFileBytes(Path(".tipfs/disk-model"), "hold=off\n"));
+  neighbour.join();  // answered by now, or freed by the hold's end
+  writer.join();
+  EXPECT_EQ(lookup_error, ENOENT);
+  EXPECT_EQ(listed, (std::vector<std::string>{"cached", "held"}));
+  EXPECT_EQ(read_back, cached);
+  EXPECT_EQ(write_result.load(), static_cast<ssize_t>(written.size()));
+  EXPECT_EQ(ReadFileOrDie(Path("held")), written);
+  EXPECT_GT(MountCounter(mount_->mountpoint(), "fuse.ring.handed_off"), handed_off);
 }
 
 // A daemon killed outright while its ring holds entries: the kernel takes them back, `tipfs

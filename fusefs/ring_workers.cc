@@ -1,0 +1,101 @@
+#include "fusefs/ring_workers.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
+namespace tipfs::fusefs {
+namespace {
+
+// The open flags of an OPEN or CREATE request (both argument structs start with them), or 0 when
+// the request is too short to hold them.
+uint32_t OpenFlags(const void* args, size_t args_bytes) {
+  uint32_t flags = 0;
+  if (args_bytes >= sizeof flags) std::memcpy(&flags, args, sizeof flags);
+  return flags;
+}
+
+}  // namespace
+
+bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes) {
+  static_assert(offsetof(fuse_open_in, flags) == 0 && offsetof(fuse_create_in, flags) == 0);
+  switch (in.opcode) {
+    case FUSE_READ:  // asynchronous: a miss is answered from its completion
+    case FUSE_LOOKUP:
+    case FUSE_GETATTR:
+    case FUSE_READLINK:
+    case FUSE_FLUSH:
+    case FUSE_OPENDIR:
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS:
+    case FUSE_RELEASEDIR:
+    case FUSE_GETXATTR:
+    case FUSE_LISTXATTR:
+    case FUSE_SETXATTR:
+    case FUSE_REMOVEXATTR:
+    case FUSE_ACCESS:
+      return true;
+    case FUSE_OPEN:
+    case FUSE_CREATE:  // the metadata store only, unless O_TRUNC empties an existing file
+      return (OpenFlags(args, args_bytes) & O_TRUNC) == 0;
+    default:  // writes, fsync, truncation, removal, rename, statfs, ioctl, and anything new
+      return false;
+  }
+}
+
+RingWorkers::RingWorkers(ServeFn serve, void* context, uint32_t threads)
+    : serve_(serve), context_(context), thread_count_(threads) {}
+
+RingWorkers::~RingWorkers() { Stop(); }
+
+Status RingWorkers::Start() {
+  try {
+    for (uint32_t i = 0; i < thread_count_; ++i) threads_.emplace_back([this, i] { Run(i); });
+  } catch (const std::system_error& e) {
+    Stop();
+    return Status::FromErrno(e.code().value(), std::string("FUSE ring: a worker: ") + e.what());
+  }
+  return Status::OK();
+}
+
+void RingWorkers::Hand(char* request, size_t bytes) {
+  {
+    MutexLock lock(&mu_);
+    queued_.push_back({request, bytes});
+  }
+  work_.Signal();
+}
+
+void RingWorkers::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  work_.SignalAll();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+void RingWorkers::Run(uint32_t index) {
+  char name[16];
+  std::snprintf(name, sizeof name, "tipfs-ringw%u", static_cast<unsigned>(index % 1000));
+  pthread_setname_np(pthread_self(), name);
+  MutexLock lock(&mu_);
+  for (;;) {
+    while (queued_.empty() && !stopping_) work_.Wait(&mu_);
+    if (queued_.empty()) return;  // stopping, and everything handed over has been taken
+    const Request request = queued_.front();
+    queued_.pop_front();
+    lock.Unlock();
+    serve_(context_, request.data, request.bytes);
+    lock.Lock();
+  }
+}
+
+}  // namespace tipfs::fusefs

@@ -1,0 +1,119 @@
+// RingWorkers (fusefs/ring_workers.h): which FUSE requests the ring's queue thread serves itself,
+// and the pool that serves the others: a request that waits does not hold up the next one, and
+// stopping serves what was handed over before the workers leave.
+#include "fusefs/ring_workers.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/mutex.h"
+
+namespace tipfs::fusefs {
+namespace {
+
+bool Inline(uint32_t opcode, uint32_t open_flags = 0) {
+  fuse_in_header in = {};
+  in.opcode = opcode;
+  fuse_create_in args = {};
+  args.flags = open_flags;
+  return ServedInline(in, &args, sizeof args);
+}
+
+TEST(ServedInlineTest, OnlyRequestsThatNeverWaitForADiskStayOnTheQueuesThread) {
+  for (uint32_t op : {FUSE_READ, FUSE_LOOKUP, FUSE_GETATTR, FUSE_READDIR, FUSE_READDIRPLUS,
+                      FUSE_OPENDIR, FUSE_RELEASEDIR, FUSE_GETXATTR, FUSE_LISTXATTR, FUSE_FLUSH}) {
+    EXPECT_TRUE(Inline(op)) << "opcode " << op;
+  }
+  for (uint32_t op : {FUSE_WRITE, FUSE_FSYNC, FUSE_FSYNCDIR, FUSE_SETATTR, FUSE_UNLINK, FUSE_RMDIR,
+                      FUSE_RENAME, FUSE_RENAME2, FUSE_RELEASE, FUSE_FALLOCATE, FUSE_STATFS,
+                      FUSE_IOCTL, FUSE_COPY_FILE_RANGE, FUSE_LSEEK}) {
+    EXPECT_FALSE(Inline(op)) << "opcode " << op;
+  }
+  EXPECT_FALSE(Inline(4242)) << "an opcode the list does not know may wait";
+  // An open or create that empties an existing file truncates it on the disks.
+  EXPECT_TRUE(Inline(FUSE_OPEN, O_RDWR));
+  EXPECT_FALSE(Inline(FUSE_OPEN, O_RDWR | O_TRUNC));
+  EXPECT_TRUE(Inline(FUSE_CREATE, O_WRONLY | O_CREAT | O_EXCL));
+  EXPECT_FALSE(Inline(FUSE_CREATE, O_WRONLY | O_CREAT | O_TRUNC));
+}
+
+// Records what it served; a request whose first byte is 'w' waits until `open` is set.
+struct Server {
+  Mutex mu;
+  CondVar changed;
+  bool open GUARDED_BY(mu) = false;
+  std::vector<std::string> served GUARDED_BY(mu);
+
+  static void Serve(void* self, char* request, size_t bytes) {
+    auto* s = static_cast<Server*>(self);
+    MutexLock lock(&s->mu);
+    while (request[0] == 'w' && !s->open) s->changed.Wait(&s->mu);
+    s->served.emplace_back(request, bytes);
+    s->changed.SignalAll();
+  }
+  std::vector<std::string> Served() {
+    MutexLock lock(&mu);
+    return served;
+  }
+  // Waits until `count` requests were served, or a minute (a bound on a hang, not a measure).
+  bool WaitForServed(size_t count) {
+    MutexLock lock(&mu);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (served.size() < count) {
+      if (!changed.WaitUntil(&mu, give_up)) return served.size() >= count;
+    }
+    return true;
+  }
+  void Open() {
+    MutexLock lock(&mu);
+    open = true;
+    changed.SignalAll();
+  }
+};
+
+TEST(RingWorkersTest, ARequestThatWaitsDoesNotHoldUpTheNext) {
+  Server server;
+  RingWorkers workers(Server::Serve, &server, 2);
+  ASSERT_TRUE(workers.Start().ok());
+  char waits[] = "wait";
+  char quick[] = "quick";
+  workers.Hand(waits, 4);
+  workers.Hand(quick, 5);
+  EXPECT_TRUE(server.WaitForServed(1));
+  EXPECT_EQ(server.Served(), std::vector<std::string>{"quick"});
+  server.Open();
+  EXPECT_TRUE(server.WaitForServed(2));
+  workers.Stop();
+  EXPECT_EQ(server.Served(), (std::vector<std::string>{"quick", "wait"}));
+}
+
+TEST(RingWorkersTest, StopServesEverythingHandedOverFirst) {
+  Server server;
+  RingWorkers workers(Server::Serve, &server, 1);
+  ASSERT_TRUE(workers.Start().ok());
+  char first[] = "wait 1";  // keeps the one worker busy while the others queue
+  char second[] = "two";
+  char third[] = "three";
+  workers.Hand(first, 6);
+  workers.Hand(second, 3);
+  workers.Hand(third, 5);
+  std::thread opener([&server] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    server.Open();
+  });
+  workers.Stop();
+  opener.join();
+  EXPECT_EQ(server.Served(), (std::vector<std::string>{"wait 1", "two", "three"}));
+  workers.Stop();  // again: nothing left, returns
+}
+
+}  // namespace
+}  // namespace tipfs::fusefs
