@@ -11,18 +11,19 @@
 namespace tipfs::fusefs {
 namespace {
 
-// The open flags of an OPEN or CREATE request (both argument structs start with them), or 0 when
-// the request is too short to hold them.
-uint32_t OpenFlags(const void* args, size_t args_bytes) {
-  uint32_t flags = 0;
-  if (args_bytes >= sizeof flags) std::memcpy(&flags, args, sizeof flags);
-  return flags;
+// The first 32-bit field of a request's arguments: the open flags of an OPEN or CREATE, the
+// `valid` mask of a SETATTR. 0 when the request is too short to hold it.
+uint32_t FirstField(const void* args, size_t args_bytes) {
+  uint32_t field = 0;
+  if (args_bytes >= sizeof field) std::memcpy(&field, args, sizeof field);
+  return field;
 }
 
 }  // namespace
 
 bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes) {
-  static_assert(offsetof(fuse_open_in, flags) == 0 && offsetof(fuse_create_in, flags) == 0);
+  static_assert(offsetof(fuse_open_in, flags) == 0 && offsetof(fuse_create_in, flags) == 0 &&
+                offsetof(fuse_setattr_in, valid) == 0);
   switch (in.opcode) {
     case FUSE_READ:  // asynchronous: a miss is answered from its completion
     case FUSE_LOOKUP:
@@ -38,11 +39,17 @@ bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes)
     case FUSE_SETXATTR:
     case FUSE_REMOVEXATTR:
     case FUSE_ACCESS:
+    case FUSE_MKDIR:  // new names: the metadata store only
+    case FUSE_MKNOD:
+    case FUSE_SYMLINK:
+    case FUSE_LINK:
       return true;
     case FUSE_OPEN:
     case FUSE_CREATE:  // the metadata store only, unless O_TRUNC empties an existing file
-      return (OpenFlags(args, args_bytes) & O_TRUNC) == 0;
-    default:  // writes, fsync, truncation, removal, rename, statfs, ioctl, and anything new
+      return (FirstField(args, args_bytes) & O_TRUNC) == 0;
+    case FUSE_SETATTR:  // modes, owners and times are metadata; a new size cuts the data
+      return (FirstField(args, args_bytes) & FATTR_SIZE) == 0;
+    default:  // writes, fsync, removal (unlink, rmdir, a rename over a file), statfs, ioctl, new
       return false;
   }
 }

@@ -29,7 +29,8 @@ namespace tipfs::fusefs {
 
 // Whether the request `in` (followed by its arguments, `args`, `args_bytes` of them) is one whose
 // tipfs handler never waits for the data disks: reads (answered from their completions), lookups,
-// attributes, directory listings, extended attributes, statfs, flush, and an open without O_TRUNC.
+// attributes and their changes other than the size, new names (mkdir, mknod, symlink, link),
+// directory listings, extended attributes, flush, and an open or create without O_TRUNC.
 // Everything else, including any opcode this list does not know, may wait.
 bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes);
 
