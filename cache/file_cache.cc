@@ -18,7 +18,6 @@
 #include "util/mutex.h"
 #include "util/perf_context.h"
 #include "util/timeline.h"
-#include "util/wait_notice.h"
 
 namespace tipfs::cache {
 
@@ -369,8 +368,7 @@ Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t of
   {
     PerfSection wait(Subsystem::kDiskWait);
     MutexLock lock(&pending->mu);
-    NoticedWait noticed;  // a FUSE ring thread hands its ring on if the disks take long
-    while (!pending->complete) noticed.Wait(&pending->cv, &pending->mu, &lock);
+    while (!pending->complete) pending->cv.Wait(&pending->mu);
   }
   return FinishPending(pending.get(), nullptr);
 }

@@ -17,13 +17,11 @@
 #include <fstream>
 #include <string>
 #include <system_error>
-#include <thread>
 
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/fuse_ring_abi.h"
 #include "fusefs/ring_workers.h"
 #include "util/mutex.h"
-#include "util/wait_notice.h"
 
 namespace tipfs::fusefs {
 namespace {
@@ -34,13 +32,6 @@ constexpr uint32_t kEntriesPerQueue = 32;
 
 // user_data of the read of a queue's eventfd (entries are aligned, never 1).
 constexpr uint64_t kKickTag = 1;
-
-// Threads a queue may have: at most this many of its CPU's requests wait for the disks at once
-// while the ring is still served; beyond it the next waits until one of them is done.
-constexpr size_t kMostThreadsPerQueue = 16;
-
-// Set on a queue's thread when it passed the ring on inside a handler (Queue::WillWait).
-thread_local bool t_passed_ring_on = false;
 
 // The kernel's count of queues: num_possible_cpus(), from /sys/devices/system/cpu/possible
 // ("0-3"); glibc's get_nprocs_conf() counted cpuN directories before 2.36, which can be fewer.
@@ -92,18 +83,14 @@ struct FuseRing::Entry {
   iovec iov[2] = {};
   // The unique of the request the entry holds until its reply claims it; 0 when it holds none.
   std::atomic<uint64_t> unique{0};
-  int reregistered = 0;  // times a server gave the entry back after an error
+  int reregistered = 0;  // times the queue's thread gave the entry back after an error
 };
 
-// A CPU's queue: its io_uring, entries and threads. One thread at a time serves the ring (the
-// server): it alone touches the ring's submission queue (so it alone is the task the kernel
-// delivers requests through, and a commit costs a replying thread no wait for the ring); replies
-// from other threads are queued for it under mu_. A server whose handler is about to wait for the
-// disks past the grace (util/wait_notice.h) passes the ring to a spare thread, started if none
-// waits, and becomes a spare once its handler returns: no request waits long behind another's I/O,
-// and a write on fast disks is still served without a hand-off. After the queue has stopped
-// serving, replies submit their commits themselves, under mu_.
-class FuseRing::Queue final : public WaitObserver {
+// A CPU's queue: its io_uring, entries and thread. While the thread serves, it alone touches the
+// ring's submission queue (so it alone is the task the kernel delivers requests through, and a
+// commit costs a replying thread no wait for the ring); replies from other threads are queued for
+// it under mu_. After it has left, replies submit their commits themselves, under mu_.
+class FuseRing::Queue {
  public:
   Queue(FuseRing* owner, uint16_t qid) : owner_(owner), qid_(qid) {}
   ~Queue() {
@@ -126,7 +113,6 @@ class FuseRing::Queue final : public WaitObserver {
       MutexLock lock(&mu_);
       ring_open_ = true;
       pending_.reserve(entries);  // a reply queues without allocating
-      batch_.reserve(entries);
     }
     const size_t page = PageBytes();
     entries_ = std::vector<Entry>(entries);
@@ -150,43 +136,21 @@ class FuseRing::Queue final : public WaitObserver {
   std::vector<Entry>& entries() { return entries_; }
 
   Status Start() {
-    MutexLock lock(&mu_);
-    return StartThread();
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error& e) {
+      return Status::FromErrno(e.code().value(), std::string("FUSE ring: a thread: ") + e.what());
+    }
+    return Status::OK();
   }
 
   void RequestStop() {
     stop_requested_.store(true);
     Kick(kick_fd_);
-    MutexLock lock(&mu_);
-    role_free_.SignalAll();  // a spare takes a free ring to end its serving
   }
 
-  // Joins every thread, those a server started while the first were being joined too.
   void Join() {
-    for (;;) {
-      std::vector<std::thread> threads;
-      {
-        MutexLock lock(&mu_);
-        threads.swap(threads_);
-      }
-      if (threads.empty()) return;
-      for (std::thread& t : threads) t.join();
-    }
-  }
-
-  // The server's handler is about to wait for the disks (util/wait_notice.h): the ring goes to a
-  // spare, and this thread serves no further request until the handler is done.
-  void WillWait() override {
-    MutexLock lock(&mu_);
-    if (server_ != std::this_thread::get_id() || !serving_ || stop_requested_.load()) return;
-    server_ = std::thread::id();
-    t_passed_ring_on = true;
-    RecordTick(owner_->statistics_, FUSE_RING_SERVER_CHANGES);
-    if (spares_ > 0) {
-      role_free_.Signal();
-    } else if (threads_.size() < kMostThreadsPerQueue) {
-      (void)StartThread();  // if none starts, this thread takes the ring back after its handler
-    }
+    if (thread_.joinable()) thread_.join();
   }
 
   // Hands the entries back to the kernel; a reply after it is dropped.
@@ -196,8 +160,8 @@ class FuseRing::Queue final : public WaitObserver {
     ring_open_ = false;
   }
 
-  // Commits the reply to `unique`, already in `e`'s buffers: queued for the server, woken
-  // when it waits; submitted here once the queue stopped serving. False when the ring is closed.
+  // Commits the reply to `unique`, already in `e`'s buffers: queued for the queue's thread, woken
+  // when it waits; submitted here once the thread has left. False when the ring is closed.
   bool Commit(Entry* e, uint64_t unique) {
     MutexLock lock(&mu_);
     if (!ring_open_) return false;
@@ -222,8 +186,7 @@ class FuseRing::Queue final : public WaitObserver {
 
   static size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
-  // Fills the next submission; only the server, or a replier under mu_ once the queue stopped
-  // serving.
+  // Fills the next submission; only the queue's thread, or a replier under mu_ once it has left.
   void PrepareCommand(Entry* e, uint32_t op, uint64_t commit_id) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     // The queue holds twice the entries, and each entry has one command at a time.
@@ -251,17 +214,6 @@ class FuseRing::Queue final : public WaitObserver {
     io_uring_sqe_set_data64(sqe, kKickTag);
   }
 
-  Status StartThread() REQUIRES(mu_) {
-    try {
-      threads_.emplace_back([this] { Run(); });
-    } catch (const std::system_error& e) {
-      return Status::FromErrno(e.code().value(), std::string("FUSE ring: a thread: ") + e.what());
-    }
-    return Status::OK();
-  }
-
-  // Each of the queue's threads: takes the ring when it is free, serves it until it passes it on
-  // (then waits as a spare) or the queue stops serving.
   void Run() {
     char name[16];
     std::snprintf(name, sizeof name, "tipfs-ring%u", static_cast<unsigned>(qid_ % 1000));
@@ -272,42 +224,23 @@ class FuseRing::Queue final : public WaitObserver {
     CPU_ZERO(&cpus);
     CPU_SET(qid_, &cpus);
     (void)sched_setaffinity(0, sizeof cpus, &cpus);
-    SetWaitObserver(this);
-    for (;;) {
-      {
-        MutexLock lock(&mu_);
-        while (serving_ && server_ != std::thread::id()) {
-          ++spares_;
-          role_free_.Wait(&mu_);
-          --spares_;
-        }
-        if (!serving_) return;
-        server_ = std::this_thread::get_id();
-      }
-      if (!ServeRing()) return;
-    }
-  }
 
-  // Serves the ring as its server: true when this thread passed it on (WillWait), false once the
-  // queue has stopped serving.
-  bool ServeRing() {
-    if (!registered_) {
-      for (Entry& e : entries_) PrepareCommand(&e, kRegister, 0);
-      live_ = entries_.size();
-      registered_ = true;
-    }
-    t_passed_ring_on = false;
+    for (Entry& e : entries_) PrepareCommand(&e, kRegister, 0);
+    live_ = entries_.size();
+    bool kick_armed = false;
+    std::vector<PendingCommit> batch;
+    batch.reserve(entries_.size());
     while (!stop_requested_.load() && live_ > 0) {
       {
         MutexLock lock(&mu_);
-        batch_.swap(pending_);
-        waiting_ = true;  // a reply queued from here on wakes the server
+        batch.swap(pending_);
+        waiting_ = true;  // a reply queued from here on wakes the thread
         kicked_ = false;
       }
-      for (const PendingCommit& c : batch_) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
-      batch_.clear();
-      if (!kick_armed_) ArmKick();
-      kick_armed_ = true;
+      for (const PendingCommit& c : batch) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
+      batch.clear();
+      if (!kick_armed) ArmKick();
+      kick_armed = true;
       // One system call submits the replies and waits for the next request.
       const int rc = io_uring_submit_and_wait(&ring_, 1);
       {
@@ -319,21 +252,20 @@ class FuseRing::Queue final : public WaitObserver {
                      std::strerror(-rc));
         break;
       }
+      unsigned head;
+      unsigned seen = 0;
       io_uring_cqe* cqe;
-      while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
-        const uint64_t data = cqe->user_data;
-        const int res = cqe->res;
-        // Reaped before serving: if the ring passes on meanwhile, the next server takes the rest.
-        io_uring_cqe_seen(&ring_, cqe);
-        if (data == kKickTag) {
-          kick_armed_ = false;
-        } else if (res == 0) {
-          Serve(reinterpret_cast<Entry*>(data));
-          if (t_passed_ring_on) return true;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        if (cqe->user_data == kKickTag) {
+          kick_armed = false;
+        } else if (cqe->res == 0) {
+          Serve(reinterpret_cast<Entry*>(cqe->user_data));
         } else {
-          EntryFailed(reinterpret_cast<Entry*>(data), -res);
+          EntryFailed(reinterpret_cast<Entry*>(cqe->user_data), -cqe->res);
         }
       }
+      io_uring_cq_advance(&ring_, seen);
     }
     MutexLock lock(&mu_);
     // Replies queued since the last submission go now; later ones submit themselves.
@@ -341,12 +273,9 @@ class FuseRing::Queue final : public WaitObserver {
     pending_.clear();
     io_uring_submit(&ring_);
     serving_ = false;
-    server_ = std::thread::id();
-    role_free_.SignalAll();  // the spares leave
     if (live_ == 0 && !stop_requested_.load() && served_ > 0) {
       EndMount("FUSE ring queue " + std::to_string(qid_) + " lost all its entries");
     }
-    return false;
   }
 
   // A command of `e` ended with `error` instead of a request.
@@ -382,7 +311,8 @@ class FuseRing::Queue final : public WaitObserver {
     }
     e->unique.store(in.unique, std::memory_order_release);
     RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
-    if (ServedInline(in.opcode)) {
+    const size_t header = sizeof(fuse_in_header);
+    if (ServedInline(in, start + header, in.len - header)) {
       ServeRequest(owner_, start, in.len);
     } else {
       RecordTick(owner_->statistics_, FUSE_RING_HANDED_OFF);
@@ -404,25 +334,18 @@ class FuseRing::Queue final : public WaitObserver {
   const uint16_t qid_;
   int kick_fd_ = -1;
   std::vector<Entry> entries_;
-  // The ring: its submission side as the class comment says, its completions the server's alone.
+  std::thread thread_;
+  // The ring: its submission side as the class comment says, its completions the thread's alone.
   io_uring ring_ = {};
-  // The server's own, handed from one server to the next under mu_:
-  bool registered_ = false;  // the entries were given to the kernel
-  size_t live_ = 0;          // entries the kernel holds or that hold a request
-  uint64_t served_ = 0;      // requests taken
-  bool kick_armed_ = false;  // a read of the eventfd is in the ring
-  std::vector<PendingCommit> batch_;
+  size_t live_ = 0;          // entries the kernel holds or that hold a request (the thread's)
+  uint64_t served_ = 0;      // requests the thread took (the thread's)
   uint64_t kick_count_ = 0;  // where the kernel reads the eventfd's count into
   std::atomic<bool> stop_requested_{false};
   Mutex mu_;
-  CondVar role_free_;  // the ring has no server, or the queue stopped serving
-  std::vector<std::thread> threads_ GUARDED_BY(mu_);
-  std::thread::id server_ GUARDED_BY(mu_);  // the thread serving the ring; none: free
-  size_t spares_ GUARDED_BY(mu_) = 0;       // threads waiting for the ring
   bool ring_open_ GUARDED_BY(mu_) = false;
-  bool serving_ GUARDED_BY(mu_) = true;                 // a server takes the replies
-  std::vector<PendingCommit> pending_ GUARDED_BY(mu_);  // replies for the server to submit
-  bool waiting_ GUARDED_BY(mu_) = false;                // the server waits in io_uring_enter
+  bool serving_ GUARDED_BY(mu_) = true;                 // the thread takes the replies
+  std::vector<PendingCommit> pending_ GUARDED_BY(mu_);  // replies for the thread to submit
+  bool waiting_ GUARDED_BY(mu_) = false;                // the thread waits in io_uring_enter
   bool kicked_ GUARDED_BY(mu_) = false;                 // and has been woken since
 };
 

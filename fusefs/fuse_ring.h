@@ -10,15 +10,15 @@
 // every handler stays libfuse's; its reply reaches the writev hook, from whichever thread replies
 // (the asynchronous reads answer from their completions), which finds the entry by the request's
 // unique, copies the reply into it and queues its commit (COMMIT_AND_FETCH, which also re-arms
-// the entry) for the queue's serving thread, the ring's only submitter while it serves.
+// the entry) for the queue's thread, the ring's only submitter while it serves.
 // Replies to /dev/fuse requests (INIT, FORGET and INTERRUPT stay there) and notifications are
 // written to /dev/fuse as before, by libfuse's own loop, which keeps running.
 //
 // The kernel only offers the ring when fuse's module parameter enable_uring is Y; the ring is
-// asked for by `tipfs mount --fuse-io-uring on`. No request waits long behind another's I/O: a
-// queue's thread that is about to wait for the disks inside a handler (util/wait_notice.h) passes
-// the ring to a spare thread first, and the few requests whose waits it would not hear of (fsync,
-// statfs, ioctls) go to a pool of workers (fusefs/ring_workers.h).
+// asked for by `tipfs mount --fuse-io-uring on`. A queue's thread serves inline only the requests
+// that never wait for a disk (reads, lookups, attributes, listings); writes, fsyncs, removals and
+// the rest go to a pool of workers (fusefs/ring_workers.h), so that a slow or stalled disk holds
+// up those requests and not every program on the CPU.
 #pragma once
 
 #ifndef FUSE_USE_VERSION

@@ -14,7 +14,6 @@
 
 #include "stripe/io_ring.h"
 #include "util/mutex.h"
-#include "util/wait_notice.h"
 
 namespace tipfs::stripe {
 
@@ -42,8 +41,7 @@ class Waiter {
   Status Wait() {
     IoRing::FlushThisThread();  // SQEs this thread prepared must be in the kernel before we sleep
     MutexLock lock(&mu_);
-    NoticedWait wait;  // a FUSE ring thread hands its ring on if the disks take long
-    while (pending_ != 0) wait.Wait(&cv_, &mu_, &lock);
+    while (pending_ != 0) cv_.Wait(&mu_);
     return status_;
   }
 
