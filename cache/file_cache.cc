@@ -18,6 +18,7 @@
 #include "util/mutex.h"
 #include "util/perf_context.h"
 #include "util/timeline.h"
+#include "util/wait_notice.h"
 
 namespace tipfs::cache {
 
@@ -368,7 +369,8 @@ Result<size_t> FileCache::Read(const ReadContext& ctx, uint64_t ino, uint64_t of
   {
     PerfSection wait(Subsystem::kDiskWait);
     MutexLock lock(&pending->mu);
-    while (!pending->complete) pending->cv.Wait(&pending->mu);
+    NoticedWait noticed;  // a FUSE ring thread passes its ring on if the disks take long
+    while (!pending->complete) noticed.Wait(&pending->cv, &pending->mu);
   }
   return FinishPending(pending.get(), nullptr);
 }

@@ -8,6 +8,7 @@
 
 #include "fusefs/permissions.h"
 #include "util/perf_context.h"
+#include "util/wait_notice.h"
 
 namespace tipfs::fusefs {
 
@@ -119,7 +120,7 @@ Result<Inode> FileSystem::SetAttr(const Caller& caller, Ino ino, meta::AttrChang
 Result<Inode> FileSystem::ApplyAttrChange(Ino ino, meta::AttrChange change) {
   if (!change.size) return meta_->SetAttr(ino, change);
   std::shared_ptr<InodeState> state = inodes_.State(ino);
-  ExclusiveLock io_lock(&state->io_mutex);
+  NoticedExclusiveLock io_lock(&state->io_mutex);
   Result<Inode> inode = meta_->Get(ino);
   if (!inode.ok()) return inode;
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "truncate of a directory");
@@ -247,13 +248,13 @@ Result<OpenedFile> FileSystem::Open(const Caller& caller, Ino ino, int flags) {
   {
     // Counted open under the inode lock, so a concurrent reclaim either sees this handle or has
     // already deleted the inode (and Get below fails).
-    SharedLock io_lock(&state->io_mutex);
+    NoticedSharedLock io_lock(&state->io_mutex);
     inodes_.Open(ino);
     state->data_removed.store(false, std::memory_order_relaxed);  // it may get data again
   }
   Result<Inode> inode = meta_->Get(ino);
   if (inode.ok() && (flags & O_TRUNC) && S_ISREG(inode->mode) && inode->size > 0) {
-    ExclusiveLock io_lock(&state->io_mutex);
+    NoticedExclusiveLock io_lock(&state->io_mutex);
     inode = Resize(*inode, 0, Time::Now(), HasDroppableSetId(*inode) && !MayKeepSetId(caller));
   }
   if (!inode.ok()) {
@@ -284,7 +285,7 @@ Result<OpenedFile> FileSystem::Create(const Caller& caller, Ino parent, std::str
 Result<size_t> FileSystem::Read(const cache::ReadContext& context, Ino ino, uint64_t offset,
                                 size_t length, char* out) {
   std::shared_ptr<InodeState> state = inodes_.State(ino);
-  SharedLock io_lock(&state->io_mutex);
+  NoticedSharedLock io_lock(&state->io_mutex);
   Result<Inode> inode = GetAttr(ino);
   if (!inode.ok()) return inode.status();
   if (S_ISDIR(inode->mode)) return Status::FromErrno(EISDIR, "read of a directory");
@@ -351,7 +352,7 @@ Result<size_t> FileSystem::Write(const Caller& caller, Ino ino, uint64_t offset,
   }
   Status written;
   {
-    SharedLock io_lock(&state->io_mutex);
+    NoticedSharedLock io_lock(&state->io_mutex);
     written = DataError(cache_->Write(ino, offset, data, length));
     if (written.ok()) {
       PerfSection metadata(Subsystem::kMetadata);
@@ -363,7 +364,7 @@ Result<size_t> FileSystem::Write(const Caller& caller, Ino ino, uint64_t offset,
   // A write that failed on one disk may have landed on the others. Past the recorded end of the
   // file those bytes would show inside the hole a later write further out leaves: cut every
   // object back to the recorded size (exclusively, so no write in flight is cut).
-  ExclusiveLock io_lock(&state->io_mutex);
+  NoticedExclusiveLock io_lock(&state->io_mutex);
   Result<Inode> inode = meta_->Get(ino);
   if (inode.ok() && offset + length > inode->size) {
     (void)cache_->Truncate(ino, offset + length, inode->size);
@@ -395,7 +396,7 @@ Status FileSystem::ReclaimIfUnused(const Inode& inode) {
 
 Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first, std::shared_ptr<InodeState> state) {
   if (state == nullptr) state = inodes_.State(ino);
-  ExclusiveLock io_lock(&state->io_mutex);
+  NoticedExclusiveLock io_lock(&state->io_mutex);
   InodeTable::Use use = inodes_.UseOf(ino);
   if (use.opens > 0) return Status::OK();  // the last Release reclaims it
   if (state->data_removed.load(std::memory_order_relaxed)) {

@@ -17,11 +17,13 @@
 #include <fstream>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/fuse_ring_abi.h"
 #include "fusefs/ring_workers.h"
 #include "util/mutex.h"
+#include "util/wait_notice.h"
 
 namespace tipfs::fusefs {
 namespace {
@@ -32,6 +34,14 @@ constexpr uint32_t kEntriesPerQueue = 32;
 
 // user_data of the read of a queue's eventfd (entries are aligned, never 1).
 constexpr uint64_t kKickTag = 1;
+
+// Threads a queue may have: at most this many of its CPU's requests wait for the disks at once
+// while the ring is still served; beyond it the next waits until one of them is done.
+constexpr size_t kMostThreadsPerQueue = 16;
+
+// When the calling thread, as its queue's server, began the wait it is in (0: none); only that
+// wait's end clears the queue's stamp (Queue::WaitEnds).
+thread_local int64_t t_wait_began_ns = 0;
 
 // The kernel's count of queues: num_possible_cpus(), from /sys/devices/system/cpu/possible
 // ("0-3"); glibc's get_nprocs_conf() counted cpuN directories before 2.36, which can be fewer.
@@ -83,14 +93,19 @@ struct FuseRing::Entry {
   iovec iov[2] = {};
   // The unique of the request the entry holds until its reply claims it; 0 when it holds none.
   std::atomic<uint64_t> unique{0};
-  int reregistered = 0;  // times the queue's thread gave the entry back after an error
+  int reregistered = 0;  // times a server gave the entry back after an error
 };
 
-// A CPU's queue: its io_uring, entries and thread. While the thread serves, it alone touches the
-// ring's submission queue (so it alone is the task the kernel delivers requests through, and a
-// commit costs a replying thread no wait for the ring); replies from other threads are queued for
-// it under mu_. After it has left, replies submit their commits themselves, under mu_.
-class FuseRing::Queue {
+// A CPU's queue: its io_uring, entries and threads. One thread at a time serves the ring (the
+// server): it alone touches the ring's submission queue (so it alone is the task the kernel
+// delivers requests through, and a commit costs a replying thread no wait for the ring); replies
+// from other threads are queued for it under mu_. When a server's handler waits for the disks
+// past the grace (util/wait_notice.h, timed by the ring's WaitWatchdog), or announces a long wait,
+// the ring passes to a spare thread, started if none waits, and the old server becomes a spare
+// once its handler returns: no request waits long behind another's I/O, and a write on fast disks
+// is still served without a hand-off. After the queue has stopped serving, replies submit their
+// commits themselves, under mu_.
+class FuseRing::Queue final : public WaitObserver {
  public:
   Queue(FuseRing* owner, uint16_t qid) : owner_(owner), qid_(qid) {}
   ~Queue() {
@@ -113,6 +128,7 @@ class FuseRing::Queue {
       MutexLock lock(&mu_);
       ring_open_ = true;
       pending_.reserve(entries);  // a reply queues without allocating
+      batch_.reserve(entries);
     }
     const size_t page = PageBytes();
     entries_ = std::vector<Entry>(entries);
@@ -136,21 +152,60 @@ class FuseRing::Queue {
   std::vector<Entry>& entries() { return entries_; }
 
   Status Start() {
-    try {
-      thread_ = std::thread([this] { Run(); });
-    } catch (const std::system_error& e) {
-      return Status::FromErrno(e.code().value(), std::string("FUSE ring: a thread: ") + e.what());
-    }
-    return Status::OK();
+    MutexLock lock(&mu_);
+    return StartThread();
   }
 
   void RequestStop() {
     stop_requested_.store(true);
     Kick(kick_fd_);
+    MutexLock lock(&mu_);
+    role_free_.SignalAll();  // a spare takes a free ring to end its serving
   }
 
+  // Joins every thread, those a server started while the first were being joined too.
   void Join() {
-    if (thread_.joinable()) thread_.join();
+    for (;;) {
+      std::vector<std::thread> threads;
+      {
+        MutexLock lock(&mu_);
+        threads.swap(threads_);
+      }
+      if (threads.empty()) return;
+      for (std::thread& t : threads) t.join();
+    }
+  }
+
+  // util/wait_notice.h, on the queue's threads. A long wait of the server's passes the ring on at
+  // once; a wait that may be short is stamped for the watchdog, which passes the ring on if it
+  // outlasts the grace. Either way the old server serves no further request until its handler is
+  // done, and then waits as a spare.
+  void WillWait() override {
+    MutexLock lock(&mu_);
+    if (server_.load() == std::this_thread::get_id()) PassOn();
+  }
+  void WaitBegins() override {
+    if (server_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return;
+    t_wait_began_ns = WaitWatchdog::NowNanos();
+    wait_began_ns_.store(t_wait_began_ns, std::memory_order_release);
+    owner_->watchdog_.WaitBegan();
+  }
+  void WaitEnds() override {
+    int64_t mine = t_wait_began_ns;
+    if (mine == 0) return;
+    t_wait_began_ns = 0;
+    wait_began_ns_.compare_exchange_strong(mine, 0);  // unless a later server's wait is stamped
+  }
+
+  // The watchdog: passes the ring on if its server has waited since before `deadline_ns`.
+  // Returns whether the server is in a wait still.
+  bool PassOnIfWaitingSince(int64_t deadline_ns) {
+    const int64_t began = wait_began_ns_.load(std::memory_order_acquire);
+    if (began == 0) return false;
+    if (began > deadline_ns) return true;
+    MutexLock lock(&mu_);
+    if (wait_began_ns_.load() == began) PassOn();  // the same wait, not over yet
+    return false;
   }
 
   // Hands the entries back to the kernel; a reply after it is dropped.
@@ -160,8 +215,8 @@ class FuseRing::Queue {
     ring_open_ = false;
   }
 
-  // Commits the reply to `unique`, already in `e`'s buffers: queued for the queue's thread, woken
-  // when it waits; submitted here once the thread has left. False when the ring is closed.
+  // Commits the reply to `unique`, already in `e`'s buffers: queued for the server, woken
+  // when it waits; submitted here once the queue stopped serving. False when the ring is closed.
   bool Commit(Entry* e, uint64_t unique) {
     MutexLock lock(&mu_);
     if (!ring_open_) return false;
@@ -186,7 +241,8 @@ class FuseRing::Queue {
 
   static size_t PageBytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
-  // Fills the next submission; only the queue's thread, or a replier under mu_ once it has left.
+  // Fills the next submission; only the server, or a replier under mu_ once the queue stopped
+  // serving.
   void PrepareCommand(Entry* e, uint32_t op, uint64_t commit_id) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     // The queue holds twice the entries, and each entry has one command at a time.
@@ -214,6 +270,31 @@ class FuseRing::Queue {
     io_uring_sqe_set_data64(sqe, kKickTag);
   }
 
+  // The server gives the ring up: a spare takes it, or a thread started for it; with none (the
+  // most threads run), the old server takes it back after its handler.
+  void PassOn() REQUIRES(mu_) {
+    if (!serving_ || stop_requested_.load() || server_.load() == std::thread::id()) return;
+    server_.store(std::thread::id());
+    wait_began_ns_.store(0);
+    RecordTick(owner_->statistics_, FUSE_RING_SERVER_CHANGES);
+    if (spares_ > 0) {
+      role_free_.Signal();
+    } else if (threads_.size() < kMostThreadsPerQueue) {
+      (void)StartThread();
+    }
+  }
+
+  Status StartThread() REQUIRES(mu_) {
+    try {
+      threads_.emplace_back([this] { Run(); });
+    } catch (const std::system_error& e) {
+      return Status::FromErrno(e.code().value(), std::string("FUSE ring: a thread: ") + e.what());
+    }
+    return Status::OK();
+  }
+
+  // Each of the queue's threads: takes the ring when it is free, serves it until it passes it on
+  // (then waits as a spare) or the queue stops serving.
   void Run() {
     char name[16];
     std::snprintf(name, sizeof name, "tipfs-ring%u", static_cast<unsigned>(qid_ % 1000));
@@ -224,23 +305,41 @@ class FuseRing::Queue {
     CPU_ZERO(&cpus);
     CPU_SET(qid_, &cpus);
     (void)sched_setaffinity(0, sizeof cpus, &cpus);
+    SetWaitObserver(this);
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        while (serving_ && server_.load() != std::thread::id()) {
+          ++spares_;
+          role_free_.Wait(&mu_);
+          --spares_;
+        }
+        if (!serving_) return;
+        server_.store(std::this_thread::get_id());
+      }
+      if (!ServeRing()) return;
+    }
+  }
 
-    for (Entry& e : entries_) PrepareCommand(&e, kRegister, 0);
-    live_ = entries_.size();
-    bool kick_armed = false;
-    std::vector<PendingCommit> batch;
-    batch.reserve(entries_.size());
+  // Serves the ring as its server: true when the ring passed on (PassOn) while this thread served
+  // a request, false once the queue has stopped serving.
+  bool ServeRing() {
+    if (!registered_) {
+      for (Entry& e : entries_) PrepareCommand(&e, kRegister, 0);
+      live_ = entries_.size();
+      registered_ = true;
+    }
     while (!stop_requested_.load() && live_ > 0) {
       {
         MutexLock lock(&mu_);
-        batch.swap(pending_);
-        waiting_ = true;  // a reply queued from here on wakes the thread
+        batch_.swap(pending_);
+        waiting_ = true;  // a reply queued from here on wakes the server
         kicked_ = false;
       }
-      for (const PendingCommit& c : batch) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
-      batch.clear();
-      if (!kick_armed) ArmKick();
-      kick_armed = true;
+      for (const PendingCommit& c : batch_) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
+      batch_.clear();
+      if (!kick_armed_) ArmKick();
+      kick_armed_ = true;
       // One system call submits the replies and waits for the next request.
       const int rc = io_uring_submit_and_wait(&ring_, 1);
       {
@@ -252,20 +351,21 @@ class FuseRing::Queue {
                      std::strerror(-rc));
         break;
       }
-      unsigned head;
-      unsigned seen = 0;
       io_uring_cqe* cqe;
-      io_uring_for_each_cqe(&ring_, head, cqe) {
-        ++seen;
-        if (cqe->user_data == kKickTag) {
-          kick_armed = false;
-        } else if (cqe->res == 0) {
-          Serve(reinterpret_cast<Entry*>(cqe->user_data));
+      while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
+        const uint64_t data = cqe->user_data;
+        const int res = cqe->res;
+        // Reaped before serving: if the ring passes on meanwhile, the next server takes the rest.
+        io_uring_cqe_seen(&ring_, cqe);
+        if (data == kKickTag) {
+          kick_armed_ = false;
+        } else if (res == 0) {
+          Serve(reinterpret_cast<Entry*>(data));
+          if (server_.load() != std::this_thread::get_id()) return true;
         } else {
-          EntryFailed(reinterpret_cast<Entry*>(cqe->user_data), -cqe->res);
+          EntryFailed(reinterpret_cast<Entry*>(data), -res);
         }
       }
-      io_uring_cq_advance(&ring_, seen);
     }
     MutexLock lock(&mu_);
     // Replies queued since the last submission go now; later ones submit themselves.
@@ -273,9 +373,12 @@ class FuseRing::Queue {
     pending_.clear();
     io_uring_submit(&ring_);
     serving_ = false;
+    server_.store(std::thread::id());
+    role_free_.SignalAll();  // the spares leave
     if (live_ == 0 && !stop_requested_.load() && served_ > 0) {
       EndMount("FUSE ring queue " + std::to_string(qid_) + " lost all its entries");
     }
+    return false;
   }
 
   // A command of `e` ended with `error` instead of a request.
@@ -311,8 +414,7 @@ class FuseRing::Queue {
     }
     e->unique.store(in.unique, std::memory_order_release);
     RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
-    const size_t header = sizeof(fuse_in_header);
-    if (ServedInline(in, start + header, in.len - header)) {
+    if (ServedInline(in.opcode)) {
       ServeRequest(owner_, start, in.len);
     } else {
       RecordTick(owner_->statistics_, FUSE_RING_HANDED_OFF);
@@ -334,23 +436,43 @@ class FuseRing::Queue {
   const uint16_t qid_;
   int kick_fd_ = -1;
   std::vector<Entry> entries_;
-  std::thread thread_;
-  // The ring: its submission side as the class comment says, its completions the thread's alone.
+  // The ring: its submission side as the class comment says, its completions the server's alone.
   io_uring ring_ = {};
-  size_t live_ = 0;          // entries the kernel holds or that hold a request (the thread's)
-  uint64_t served_ = 0;      // requests the thread took (the thread's)
+  // The server's own, handed from one server to the next under mu_:
+  bool registered_ = false;  // the entries were given to the kernel
+  size_t live_ = 0;          // entries the kernel holds or that hold a request
+  uint64_t served_ = 0;      // requests taken
+  bool kick_armed_ = false;  // a read of the eventfd is in the ring
+  std::vector<PendingCommit> batch_;
   uint64_t kick_count_ = 0;  // where the kernel reads the eventfd's count into
   std::atomic<bool> stop_requested_{false};
   Mutex mu_;
+  CondVar role_free_;  // the ring has no server, or the queue stopped serving
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  // The thread serving the ring (none: free); changed under mu_, read anywhere.
+  std::atomic<std::thread::id> server_;
+  std::atomic<int64_t> wait_began_ns_{0};  // when the server began the wait it is in; 0: none
+  size_t spares_ GUARDED_BY(mu_) = 0;      // threads waiting for the ring
   bool ring_open_ GUARDED_BY(mu_) = false;
-  bool serving_ GUARDED_BY(mu_) = true;                 // the thread takes the replies
-  std::vector<PendingCommit> pending_ GUARDED_BY(mu_);  // replies for the thread to submit
-  bool waiting_ GUARDED_BY(mu_) = false;                // the thread waits in io_uring_enter
+  bool serving_ GUARDED_BY(mu_) = true;                 // a server takes the replies
+  std::vector<PendingCommit> pending_ GUARDED_BY(mu_);  // replies for the server to submit
+  bool waiting_ GUARDED_BY(mu_) = false;                // the server waits in io_uring_enter
   bool kicked_ GUARDED_BY(mu_) = false;                 // and has been woken since
 };
 
 FuseRing::FuseRing(fuse_session* session, Statistics* statistics, uint32_t worker_threads)
-    : session_(session), statistics_(statistics), workers_(ServeRequest, this, worker_threads) {}
+    : session_(session),
+      statistics_(statistics),
+      workers_(ServeRequest, this, worker_threads),
+      watchdog_(PassOnWaitingQueues, this) {}
+
+bool FuseRing::PassOnWaitingQueues(void* ring, int64_t deadline_ns) {
+  bool waiting = false;
+  for (auto& q : static_cast<FuseRing*>(ring)->queues_) {
+    waiting = q->PassOnIfWaitingSince(deadline_ns) || waiting;
+  }
+  return waiting;
+}
 
 void FuseRing::ServeRequest(void* ring, char* request, size_t bytes) {
   fuse_buf buf = {};
@@ -378,6 +500,7 @@ Status FuseRing::Attach() {
 
 void FuseRing::StopServing() {
   if (!queues_ready_.load(std::memory_order_acquire)) return;
+  watchdog_.Stop();  // first: it calls into the queues
   for (auto& q : queues_) q->RequestStop();
   for (auto& q : queues_) q->Join();
   workers_.Stop();  // after the queues' threads, the only ones that hand requests over
@@ -464,20 +587,17 @@ ssize_t FuseRing::WriteInit(int fd, struct iovec* iov, int count) {
                   reply.size() >= sizeof(fuse_out_header) + sizeof(fuse_init_out) &&
                   reinterpret_cast<fuse_out_header*>(reply.data())->error == 0;
   if (use_ring) {
-    Status st = workers_.Start();
-    if (!st.ok()) {
-      std::fprintf(stderr, "tipfs: serving /dev/fuse, not io_uring: %s\n", st.ToString().c_str());
-      use_ring = false;
-    }
-  }
-  if (use_ring) {
     std::memcpy(&init, reply.data() + sizeof(fuse_out_header), sizeof init);
     // Every payload buffer must hold the largest request the kernel may send.
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t pages = (init.flags & kInitFlagsMaxPages) != 0 ? init.max_pages : 32;
     const size_t payload = std::max<size_t>({8192, init.max_write, pages * page});
     Status st = MakeQueues((payload + page - 1) / page * page);
+    if (st.ok()) st = workers_.Start();
+    if (st.ok()) st = watchdog_.Start();  // after the queues: it walks them
     if (!st.ok()) {
+      watchdog_.Stop();
+      workers_.Stop();
       std::fprintf(stderr, "tipfs: serving /dev/fuse, not io_uring: %s\n", st.ToString().c_str());
       queues_.clear();
       entries_.clear();

@@ -10,15 +10,16 @@
 // every handler stays libfuse's; its reply reaches the writev hook, from whichever thread replies
 // (the asynchronous reads answer from their completions), which finds the entry by the request's
 // unique, copies the reply into it and queues its commit (COMMIT_AND_FETCH, which also re-arms
-// the entry) for the queue's thread, the ring's only submitter while it serves.
+// the entry) for the queue's serving thread, the ring's only submitter while it serves.
 // Replies to /dev/fuse requests (INIT, FORGET and INTERRUPT stay there) and notifications are
 // written to /dev/fuse as before, by libfuse's own loop, which keeps running.
 //
 // The kernel only offers the ring when fuse's module parameter enable_uring is Y; the ring is
-// asked for by `tipfs mount --fuse-io-uring on`. A queue's thread serves inline only the requests
-// that never wait for a disk (reads, lookups, attributes, listings); writes, fsyncs, removals and
-// the rest go to a pool of workers (fusefs/ring_workers.h), so that a slow or stalled disk holds
-// up those requests and not every program on the CPU.
+// asked for by `tipfs mount --fuse-io-uring on`. No request waits long behind another's I/O: a
+// queue's thread whose handler has waited for the disks longer than the grace (0.5 ms, timed by
+// fusefs/wait_watchdog.h; util/wait_notice.h) has its ring passed to a spare thread, and the few
+// requests whose waits it would not hear of (fsync, statfs, ioctls) go to a pool of workers
+// (fusefs/ring_workers.h).
 #pragma once
 
 #ifndef FUSE_USE_VERSION
@@ -33,6 +34,7 @@
 
 #include "fusefs/fuse_ring_switch.h"
 #include "fusefs/ring_workers.h"
+#include "fusefs/wait_watchdog.h"
 #include "util/statistics.h"
 #include "util/status.h"
 
@@ -70,6 +72,7 @@ class FuseRing {
   Entry* Claim(uint64_t unique);
   Status MakeQueues(size_t payload_bytes);
   static void ServeRequest(void* ring, char* request, size_t bytes);  // RingWorkers::ServeFn
+  static bool PassOnWaitingQueues(void* ring, int64_t deadline_ns);   // WaitWatchdog::CheckFn
 
   fuse_session* const session_;
   Statistics* const statistics_;
@@ -83,7 +86,8 @@ class FuseRing {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<Entry*> entries_;
   std::atomic<bool> queues_ready_{false};
-  RingWorkers workers_;  // started with the queues, stopped after their threads
+  RingWorkers workers_;    // started with the queues, stopped after their threads
+  WaitWatchdog watchdog_;  // started with the queues, stopped before them
 };
 
 }  // namespace tipfs::fusefs

@@ -1,24 +1,21 @@
-// RingWorkers: the threads that serve the FUSE ring's requests whose handlers may wait for the
-// disks, so that they do not hold up the other requests of their CPU's queue.
+// RingWorkers: the threads that serve the FUSE ring's requests whose waits its queue thread
+// would not hear of, so that they do not hold up the other requests of their CPU's queue.
 //
-// A queue of the ring (fusefs/fuse_ring.h) has one thread, and the kernel puts every request of a
-// program running on that CPU into it. Served inline, a write (which goes through to the disks),
-// an fsync or an unlink (which removes the data from every disk) would keep that CPU's other
-// programs waiting for as long as the disks take: 15 ms on the emulated disks of the papers,
-// forever on a held or stalled one. The queue's thread therefore serves inline only the requests
-// whose handlers never wait for a disk (ServedInline) and hands the rest to these workers, as
-// /dev/fuse hands every request to one of libfuse's workers. The entry holding a handed-off
-// request is not reused before its reply, so the request is handed over in place, without a copy.
+// A queue of the ring (fusefs/fuse_ring.h) is served by one thread at a time, and the kernel puts
+// every request of a program running on that CPU into it. Most handlers either never wait for a
+// disk or wait only where the wait is noticed (util/wait_notice.h), and then the ring passes to a
+// spare thread if the wait lasts; those are served inline (ServedInline). The rest (an
+// fsync, whose sync of the metadata store is not noticed, statfs, ioctls, and any opcode this
+// list does not know) go to these workers, as /dev/fuse hands every request to one of libfuse's.
+// The entry holding a handed-off request is not reused before its reply, so the request is
+// handed over in place, without a copy.
 //
 // Thread-safety: Hand() from any thread; Start() and Stop() from one owner.
 #pragma once
 
-#include <linux/fuse.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,12 +24,8 @@
 
 namespace tipfs::fusefs {
 
-// Whether the request `in` (followed by its arguments, `args`, `args_bytes` of them) is one whose
-// tipfs handler never waits for the data disks: reads (answered from their completions), lookups,
-// attributes and their changes other than the size, new names (mkdir, mknod, symlink, link),
-// directory listings, extended attributes, flush, and an open or create without O_TRUNC.
-// Everything else, including any opcode this list does not know, may wait.
-bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes);
+// Whether the queue's thread serves requests of `opcode` itself (see above).
+bool ServedInline(uint32_t opcode);
 
 class RingWorkers {
  public:

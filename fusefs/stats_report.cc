@@ -345,8 +345,10 @@ std::string StatsReport::Text() const {
   if (const uint64_t ring = statistics_->Get(FUSE_RING_REQUESTS); ring > 0) {
     Appendf(&out,
             "  of all requests, %" PRIu64 " came over io_uring (--fuse-io-uring), %" PRIu64
-            " of them served by its workers (they may wait for the disks)\n",
-            ring, statistics_->Get(FUSE_RING_HANDED_OFF));
+            " of them served by its workers; %" PRIu64
+            " times a queue's thread passed the ring on while it waited for the disks\n",
+            ring, statistics_->Get(FUSE_RING_HANDED_OFF),
+            statistics_->Get(FUSE_RING_SERVER_CHANGES));
   }
   Appendf(&out,
           "files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64

@@ -12,6 +12,7 @@
 
 #include "util/fnv1a.h"
 #include "util/units.h"
+#include "util/wait_notice.h"
 
 namespace tipfs::stripe {
 
@@ -481,9 +482,12 @@ void RadosDisk::RequestEnded() {
 }
 
 // ---- synchronous calls ----
+// Each is a round trip to the cluster at least: a thread that must stay responsive is told first
+// (util/wait_notice.h).
 
 Status RadosDisk::Truncate(ObjectId object, uint64_t size) {
   TIPFS_RETURN_IF_ERROR(CheckLease("truncate", object));
+  NoticeWait();
   BeginMutation(object);
   Status status = TruncateParts(object, size);
   EndMutation(object);
@@ -525,6 +529,7 @@ Status RadosDisk::TruncateParts(ObjectId object, uint64_t size) {
 
 Status RadosDisk::Remove(ObjectId object) {
   TIPFS_RETURN_IF_ERROR(CheckLease("remove", object));
+  NoticeWait();
   BeginMutation(object);
   Status status = RemoveAllParts(object);
   EndMutation(object);

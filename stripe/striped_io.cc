@@ -14,6 +14,7 @@
 
 #include "stripe/io_ring.h"
 #include "util/mutex.h"
+#include "util/wait_notice.h"
 
 namespace tipfs::stripe {
 
@@ -41,7 +42,8 @@ class Waiter {
   Status Wait() {
     IoRing::FlushThisThread();  // SQEs this thread prepared must be in the kernel before we sleep
     MutexLock lock(&mu_);
-    while (pending_ != 0) cv_.Wait(&mu_);
+    NoticedWait wait;  // a FUSE ring thread passes its ring on if the disks take long
+    while (pending_ != 0) wait.Wait(&cv_, &mu_);
     return status_;
   }
 

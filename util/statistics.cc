@@ -31,6 +31,7 @@ constexpr std::pair<Ticker, const char*> kTickerNames[] = {
     {FUSE_UNLINK_OPS, "fuse.unlink.ops"},
     {FUSE_RING_REQUESTS, "fuse.ring.requests"},
     {FUSE_RING_HANDED_OFF, "fuse.ring.handed_off"},
+    {FUSE_RING_SERVER_CHANGES, "fuse.ring.server_changes"},
 };
 static_assert(std::size(kTickerNames) == TICKER_ENUM_MAX,
               "every Ticker needs a row in kTickerNames");

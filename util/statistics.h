@@ -52,9 +52,12 @@ enum Ticker : uint32_t {
   FUSE_UNLINK_OPS,
   // Requests that came over FUSE's io_uring (fusefs/fuse_ring.h) rather than /dev/fuse.
   FUSE_RING_REQUESTS,
-  // Of those, the ones served by the ring's workers (fusefs/ring_workers.h): they may wait for
-  // the disks, so their queue's thread did not serve them itself.
+  // Of those, the ones served by the ring's workers (fusefs/ring_workers.h): their queue's
+  // thread would not hear of their waits, so it did not serve them itself.
   FUSE_RING_HANDED_OFF,
+  // Times a ring queue's thread, about to wait for the disks inside a handler, passed the ring to
+  // a spare thread (util/wait_notice.h).
+  FUSE_RING_SERVER_CHANGES,
   TICKER_ENUM_MAX
 };
 

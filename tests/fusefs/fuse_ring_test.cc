@@ -170,9 +170,10 @@ std::vector<std::string> ListDirectory(const std::string& dir) {
 
 // A write waits for a held disk (the emulator's hold=on: no completion until hold=off). Another
 // program on the writer's CPU, whose requests go to the same ring queue, still gets a lookup, a
-// directory listing and a read of cached data answered meanwhile: the write waits in one of the
-// ring's workers, not in the queue's thread. The test drives the hold from the other CPU, so that
-// a queue held up by the write (the failure) still lets it end the hold and finish.
+// directory listing and a read of cached data answered meanwhile: the queue's thread, about to
+// wait for the disk inside the write, passed the ring to a spare thread. The test drives the hold
+// from the other CPU, so that a queue held up by the write (the failure) still lets it end the
+// hold and finish.
 TEST_F(FuseRingTest, AWriteWaitingForAHeldDiskDoesNotHoldUpTheRequestsOfItsCpu) {
   cpu_set_t original;
   ASSERT_EQ(sched_getaffinity(0, sizeof original, &original), 0);
@@ -196,7 +197,7 @@ TEST_F(FuseRingTest, AWriteWaitingForAHeldDiskDoesNotHoldUpTheRequestsOfItsCpu) 
   } close_file{fd};
 
   ASSERT_TRUE(WriteFileBytes(Path(".tipfs/disk-model"), "hold=on\n"));
-  const uint64_t handed_off = MountCounter(mount_->mountpoint(), "fuse.ring.handed_off");
+  const uint64_t passed_on = MountCounter(mount_->mountpoint(), "fuse.ring.server_changes");
   const std::string written = PatternBytes(4096, 4);
   std::atomic<bool> write_done{false};
   std::atomic<ssize_t> write_result{-2};
@@ -216,10 +217,11 @@ TEST_F(FuseRingTest, AWriteWaitingForAHeldDiskDoesNotHoldUpTheRequestsOfItsCpu) 
     if (PinToCpu(0)) write_result = pwrite(fd, written.data(), written.size(), 0);
     write_done = true;
   });
-  // Until the ring has handed the write to a worker, or 2 s (time for a write served on the
-  // queue's thread, which the count would not show, to reach the held disk).
-  for (int waited_ms = 0; waited_ms < 2'000 && !write_done &&
-                          MountCounter(mount_->mountpoint(), "fuse.ring.handed_off") == handed_off;
+  // Until the writer's queue thread has passed its ring to a spare, or 2 s (time for a write
+  // that holds its queue, which the count would not show, to reach the held disk).
+  for (int waited_ms = 0;
+       waited_ms < 2'000 && !write_done &&
+       MountCounter(mount_->mountpoint(), "fuse.ring.server_changes") == passed_on;
        waited_ms += 5) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -252,7 +254,7 @@ TEST_F(FuseRingTest, AWriteWaitingForAHeldDiskDoesNotHoldUpTheRequestsOfItsCpu) 
   EXPECT_EQ(read_back, cached);
   EXPECT_EQ(write_result.load(), static_cast<ssize_t>(written.size()));
   EXPECT_EQ(ReadFileOrDie(Path("held")), written);
-  EXPECT_GT(MountCounter(mount_->mountpoint(), "fuse.ring.handed_off"), handed_off);
+  EXPECT_GT(MountCounter(mount_->mountpoint(), "fuse.ring.server_changes"), passed_on);
 }
 
 // A daemon killed outright while its ring holds entries: the kernel takes them back, `tipfs
