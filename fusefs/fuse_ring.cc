@@ -483,6 +483,10 @@ void FuseRing::ServeRequest(void* ring, char* request, size_t bytes) {
 
 FuseRing::~FuseRing() {
   StopServing();
+  // Also where the INIT reply failed after the queues were made (StopServing saw none ready):
+  // the watchdog walks the queues, and the workers serve into their entries.
+  watchdog_.Stop();
+  workers_.Stop();
   Close();
   queues_ready_.store(false, std::memory_order_release);
   entries_.clear();
