@@ -103,8 +103,11 @@ struct FuseRing::Entry {
 // past the grace (util/wait_notice.h, timed by the ring's WaitWatchdog), or announces a long wait,
 // the ring passes to a spare thread, started if none waits, and the old server becomes a spare
 // once its handler returns: no request waits long behind another's I/O, and a write on fast disks
-// is still served without a hand-off. After the queue has stopped serving, replies submit their
-// commits themselves, under mu_.
+// is still served without a hand-off. The kernel delivers an entry's next request (and the kick's
+// read) as task work of the thread that submitted its command, so for the entries the old server
+// committed last it wakes that thread in its futex wait first (an uninterruptible sleep would hold
+// them, which is why such waits go to the workers). After the queue has stopped serving, replies
+// submit their commits themselves, under mu_.
 class FuseRing::Queue final : public WaitObserver {
  public:
   Queue(FuseRing* owner, uint16_t qid) : owner_(owner), qid_(qid) {}
@@ -414,7 +417,8 @@ class FuseRing::Queue final : public WaitObserver {
     }
     e->unique.store(in.unique, std::memory_order_release);
     RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
-    if (ServedInline(in.opcode)) {
+    const size_t header = sizeof(fuse_in_header);
+    if (ServedInline(in, start + header, in.len - header)) {
       ServeRequest(owner_, start, in.len);
     } else {
       RecordTick(owner_->statistics_, FUSE_RING_HANDED_OFF);

@@ -17,9 +17,9 @@
 // The kernel only offers the ring when fuse's module parameter enable_uring is Y; the ring is
 // asked for by `tipfs mount --fuse-io-uring on`. No request waits long behind another's I/O: a
 // queue's thread whose handler has waited for the disks longer than the grace (0.5 ms, timed by
-// fusefs/wait_watchdog.h; util/wait_notice.h) has its ring passed to a spare thread, and the few
-// requests whose waits it would not hear of (fsync, statfs, ioctls) go to a pool of workers
-// (fusefs/ring_workers.h).
+// fusefs/wait_watchdog.h; util/wait_notice.h) has its ring passed to a spare thread, and the
+// requests that may wait in other ways (fsync, the reclaims of unlink, rename and release,
+// truncation, statfs, ioctls) go to a pool of workers (fusefs/ring_workers.h).
 #pragma once
 
 #ifndef FUSE_USE_VERSION

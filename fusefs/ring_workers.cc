@@ -1,16 +1,30 @@
 #include "fusefs/ring_workers.h"
 
-#include <linux/fuse.h>
+#include <fcntl.h>
 #include <pthread.h>
 
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <system_error>
 
 namespace tipfs::fusefs {
+namespace {
 
-bool ServedInline(uint32_t opcode) {
-  switch (opcode) {
-    // Never wait for the disks.
+// The first 32-bit field of a request's arguments: the open flags of an OPEN or CREATE, the
+// `valid` mask of a SETATTR. 0 when the request is too short to hold it.
+uint32_t FirstField(const void* args, size_t args_bytes) {
+  uint32_t field = 0;
+  if (args_bytes >= sizeof field) std::memcpy(&field, args, sizeof field);
+  return field;
+}
+
+}  // namespace
+
+bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes) {
+  static_assert(offsetof(fuse_open_in, flags) == 0 && offsetof(fuse_create_in, flags) == 0 &&
+                offsetof(fuse_setattr_in, valid) == 0);
+  switch (in.opcode) {
     case FUSE_READ:  // asynchronous: a miss is answered from its completion
     case FUSE_LOOKUP:
     case FUSE_GETATTR:
@@ -25,23 +39,23 @@ bool ServedInline(uint32_t opcode) {
     case FUSE_SETXATTR:
     case FUSE_REMOVEXATTR:
     case FUSE_ACCESS:
-    case FUSE_MKDIR:
+    case FUSE_MKDIR:  // new names: the metadata store only
     case FUSE_MKNOD:
     case FUSE_SYMLINK:
     case FUSE_LINK:
-    // Wait for the disks only in waits that are noticed (util/wait_notice.h): the thread passes
-    // its ring to a spare first.
+    // Waits for the disks only in futex waits that are noticed (util/wait_notice.h), and the ring
+    // passes to a spare thread if they last. (The kernel delivers an entry's next request through
+    // the thread that committed its last reply, which a futex wait lets run at once; an
+    // uninterruptible sleep would not.)
     case FUSE_WRITE:
-    case FUSE_SETATTR:  // a truncation
-    case FUSE_OPEN:     // O_TRUNC
-    case FUSE_CREATE:
-    case FUSE_RELEASE:  // the last close of an unlinked file removes its data
-    case FUSE_UNLINK:
-    case FUSE_RMDIR:
-    case FUSE_RENAME:  // over a file, whose data goes
-    case FUSE_RENAME2:
       return true;
-    default:  // fsync (the metadata store's sync is not noticed), statfs, ioctl, lseek, new ones
+    case FUSE_OPEN:
+    case FUSE_CREATE:  // the metadata store only, unless O_TRUNC empties an existing file
+      return (FirstField(args, args_bytes) & O_TRUNC) == 0;
+    case FUSE_SETATTR:  // modes, owners and times are metadata; a new size cuts the data
+      return (FirstField(args, args_bytes) & FATTR_SIZE) == 0;
+    default:  // fsync, the reclaims of unlink, rmdir, rename and release (the metadata store's
+              // fdatasync, an uninterruptible sleep), statfs, ioctls, new opcodes
       return false;
   }
 }

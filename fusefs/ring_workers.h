@@ -1,17 +1,22 @@
-// RingWorkers: the threads that serve the FUSE ring's requests whose waits its queue thread
-// would not hear of, so that they do not hold up the other requests of their CPU's queue.
+// RingWorkers: the threads that serve the FUSE ring's requests that may wait for the disks in a
+// way its queue thread could not hand on, so that they do not hold up the other requests of
+// their CPU's queue.
 //
 // A queue of the ring (fusefs/fuse_ring.h) is served by one thread at a time, and the kernel puts
-// every request of a program running on that CPU into it. Most handlers either never wait for a
-// disk or wait only where the wait is noticed (util/wait_notice.h), and then the ring passes to a
-// spare thread if the wait lasts; those are served inline (ServedInline). The rest (an
-// fsync, whose sync of the metadata store is not noticed, statfs, ioctls, and any opcode this
-// list does not know) go to these workers, as /dev/fuse hands every request to one of libfuse's.
-// The entry holding a handed-off request is not reused before its reply, so the request is
-// handed over in place, without a copy.
+// every request of a program running on that CPU into it. Requests that never wait for a disk
+// are served inline (ServedInline), and so are writes: their waits are futex waits that are
+// noticed (util/wait_notice.h), and the ring passes to a spare thread if they last. The rest go
+// to these workers, as /dev/fuse hands every request to one of libfuse's: an fsync, the reclaims
+// of unlink, rmdir, rename and release (the metadata store's fdatasync is an uninterruptible
+// sleep, during which the kernel could not deliver the requests of the entries this thread
+// committed last), truncations, statfs, ioctls, and any opcode this list does not know. The
+// entry holding a handed-off request is not reused before its reply, so the request is handed
+// over in place, without a copy.
 //
 // Thread-safety: Hand() from any thread; Start() and Stop() from one owner.
 #pragma once
+
+#include <linux/fuse.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +29,11 @@
 
 namespace tipfs::fusefs {
 
-// Whether the queue's thread serves requests of `opcode` itself (see above).
-bool ServedInline(uint32_t opcode);
+// Whether the queue's thread serves the request `in` (followed by its arguments, `args`,
+// `args_bytes` of them) itself (see above): requests that never wait for the disks (reads,
+// lookups, attributes and their changes other than the size, new names, listings, extended
+// attributes, flush, an open or create without O_TRUNC), and writes, whose waits are noticed.
+bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes);
 
 class RingWorkers {
  public:

@@ -20,7 +20,8 @@ namespace tipfs {
 
 class WaitObserver {
  public:
-  // A long wait is about to begin; no lock of the caller's is held.
+  // A long wait is about to begin. The caller may hold its own locks (a file's io_mutex around
+  // a RADOS call): the observer takes only leaf locks.
   virtual void WillWait() = 0;
   // A wait that may be short begins and ends. May be called with the waiter's own lock held:
   // they must not take a lock that the waiter's completions take.

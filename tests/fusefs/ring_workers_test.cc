@@ -3,6 +3,7 @@
 // stopping serves what was handed over before the workers leave.
 #include "fusefs/ring_workers.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/fuse.h>
 
@@ -19,23 +20,39 @@
 namespace tipfs::fusefs {
 namespace {
 
-TEST(ServedInlineTest, OnlyRequestsWhoseWaitsAreNoticedOrNoneStayOnTheQueuesThread) {
-  // Never wait for a disk.
+// Whether a request of `opcode` whose arguments start with `first_field` (open flags, or a
+// SETATTR's valid mask) is served inline.
+bool Inline(uint32_t opcode, uint32_t first_field = 0) {
+  fuse_in_header in = {};
+  in.opcode = opcode;
+  fuse_setattr_in args = {};  // the largest of the argument structs used here
+  args.valid = first_field;
+  return ServedInline(in, &args, sizeof args);
+}
+
+TEST(ServedInlineTest, RequestsThatNeverWaitForADiskAndWritesStayOnTheQueuesThread) {
   for (uint32_t op : {FUSE_READ, FUSE_LOOKUP, FUSE_GETATTR, FUSE_READDIR, FUSE_READDIRPLUS,
                       FUSE_OPENDIR, FUSE_RELEASEDIR, FUSE_GETXATTR, FUSE_LISTXATTR, FUSE_FLUSH,
                       FUSE_MKDIR, FUSE_MKNOD, FUSE_SYMLINK, FUSE_LINK}) {
-    EXPECT_TRUE(ServedInline(op)) << "opcode " << op;
+    EXPECT_TRUE(Inline(op)) << "opcode " << op;
   }
-  // Wait for the disks where the wait is noticed (util/wait_notice.h).
-  for (uint32_t op : {FUSE_WRITE, FUSE_SETATTR, FUSE_OPEN, FUSE_CREATE, FUSE_RELEASE, FUSE_UNLINK,
-                      FUSE_RMDIR, FUSE_RENAME, FUSE_RENAME2}) {
-    EXPECT_TRUE(ServedInline(op)) << "opcode " << op;
+  EXPECT_TRUE(Inline(FUSE_WRITE)) << "a write's waits are noticed (util/wait_notice.h)";
+  // An unlink, rmdir, rename or release may reclaim the data and sync the metadata store.
+  for (uint32_t op :
+       {FUSE_FSYNC, FUSE_FSYNCDIR, FUSE_UNLINK, FUSE_RMDIR, FUSE_RENAME, FUSE_RENAME2, FUSE_RELEASE,
+        FUSE_FALLOCATE, FUSE_STATFS, FUSE_IOCTL, FUSE_COPY_FILE_RANGE, FUSE_LSEEK}) {
+    EXPECT_FALSE(Inline(op)) << "opcode " << op;
   }
-  for (uint32_t op : {FUSE_FSYNC, FUSE_FSYNCDIR, FUSE_FALLOCATE, FUSE_STATFS, FUSE_IOCTL,
-                      FUSE_COPY_FILE_RANGE, FUSE_LSEEK}) {
-    EXPECT_FALSE(ServedInline(op)) << "opcode " << op;
-  }
-  EXPECT_FALSE(ServedInline(4242)) << "an opcode the list does not know may wait";
+  EXPECT_FALSE(Inline(4242)) << "an opcode the list does not know may wait";
+  // An open or create that empties an existing file truncates it on the disks.
+  EXPECT_TRUE(Inline(FUSE_OPEN, O_RDWR));
+  EXPECT_FALSE(Inline(FUSE_OPEN, O_RDWR | O_TRUNC));
+  EXPECT_TRUE(Inline(FUSE_CREATE, O_WRONLY | O_CREAT | O_EXCL));
+  EXPECT_FALSE(Inline(FUSE_CREATE, O_WRONLY | O_CREAT | O_TRUNC));
+  // chmod, chown and utimes change metadata; truncate cuts the data on the disks.
+  EXPECT_TRUE(Inline(FUSE_SETATTR, FATTR_MODE | FATTR_UID | FATTR_MTIME));
+  EXPECT_FALSE(Inline(FUSE_SETATTR, FATTR_SIZE));
+  EXPECT_FALSE(Inline(FUSE_SETATTR, FATTR_SIZE | FATTR_MTIME));
 }
 
 // Records what it served; a request whose first byte is 'w' waits until `open` is set.

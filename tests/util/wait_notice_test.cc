@@ -31,6 +31,7 @@ struct Waited {
   }
 };
 
+// Counts what it is told; read by the thread that ends the wait, so atomic.
 class CountingObserver : public WaitObserver {
  public:
   void WillWait() override { ++long_waits; }
@@ -42,10 +43,17 @@ class CountingObserver : public WaitObserver {
     ++ended;
     if (ended != begun) ++misordered;
   }
-  int long_waits = 0;
-  int begun = 0;
-  int ended = 0;
-  int misordered = 0;
+  // Until a wait has begun, or a minute (a bound on a hang: then the test's counts fail).
+  void AwaitBegun() const {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (begun == 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::atomic<int> long_waits{0};
+  std::atomic<int> begun{0};
+  std::atomic<int> ended{0};
+  std::atomic<int> misordered{0};
 };
 
 // Sets the observer for the test's thread and clears it on the way out.
@@ -54,15 +62,16 @@ struct ObserverScope {
   ~ObserverScope() { SetWaitObserver(nullptr); }
 };
 
-// Runs `finish` on another thread after `ms`, joined at the end of the scope.
-struct Later {
+// Runs `finish` on another thread once `observer` has been told a wait began (the waiter is
+// about to sleep, or sleeps), joined at the end of the scope.
+struct OnceBegun {
   template <class F>
-  Later(int ms, F finish)
-      : thread([ms, finish] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  OnceBegun(const CountingObserver* observer, F finish)
+      : thread([observer, finish] {
+          observer->AwaitBegun();
           finish();
         }) {}
-  ~Later() { thread.join(); }
+  ~OnceBegun() { thread.join(); }
   std::thread thread;
 };
 
@@ -72,13 +81,13 @@ TEST(WaitNoticeTest, AWaitThatSleepsIsBracketedOnce) {
   ObserverScope scope(&observer);
   ASSERT_TRUE(HasWaitObserver());
   {
-    Later finish(20, [&] { waited.Finish(); });
+    OnceBegun finish(&observer, [&] { waited.Finish(); });
     waited.Wait();
   }
-  EXPECT_EQ(observer.begun, 1);
-  EXPECT_EQ(observer.ended, 1);
-  EXPECT_EQ(observer.misordered, 0);
-  EXPECT_EQ(observer.long_waits, 0);
+  EXPECT_EQ(observer.begun.load(), 1);
+  EXPECT_EQ(observer.ended.load(), 1);
+  EXPECT_EQ(observer.misordered.load(), 0);
+  EXPECT_EQ(observer.long_waits.load(), 0);
 }
 
 TEST(WaitNoticeTest, AWaitThatNeedNotSleepIsNotBracketed) {
@@ -87,8 +96,8 @@ TEST(WaitNoticeTest, AWaitThatNeedNotSleepIsNotBracketed) {
   ObserverScope scope(&observer);
   waited.Finish();
   waited.Wait();
-  EXPECT_EQ(observer.begun, 0);
-  EXPECT_EQ(observer.ended, 0);
+  EXPECT_EQ(observer.begun.load(), 0);
+  EXPECT_EQ(observer.ended.load(), 0);
 }
 
 TEST(WaitNoticeTest, ALockHeldElsewhereIsBracketedAFreeOneIsNot) {
@@ -97,7 +106,7 @@ TEST(WaitNoticeTest, ALockHeldElsewhereIsBracketedAFreeOneIsNot) {
   ObserverScope scope(&observer);
   { NoticedExclusiveLock lock(&io); }
   { NoticedSharedLock lock(&io); }
-  EXPECT_EQ(observer.begun, 0) << "nobody held the lock";
+  EXPECT_EQ(observer.begun.load(), 0) << "nobody held the lock";
 
   std::atomic<bool> held{false};
   std::atomic<bool> release{false};
@@ -108,13 +117,13 @@ TEST(WaitNoticeTest, ALockHeldElsewhereIsBracketedAFreeOneIsNot) {
   });
   while (!held) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   {
-    Later let_go(20, [&] { release = true; });
+    OnceBegun let_go(&observer, [&] { release = true; });
     NoticedSharedLock lock(&io);  // waits for the holder
   }
   holder.join();
-  EXPECT_EQ(observer.begun, 1);
-  EXPECT_EQ(observer.ended, 1);
-  EXPECT_EQ(observer.misordered, 0);
+  EXPECT_EQ(observer.begun.load(), 1);
+  EXPECT_EQ(observer.ended.load(), 1);
+  EXPECT_EQ(observer.misordered.load(), 0);
 }
 
 TEST(WaitNoticeTest, NoticeWaitAnnouncesALongWaitOnlyToTheThreadsObserver) {
@@ -123,18 +132,22 @@ TEST(WaitNoticeTest, NoticeWaitAnnouncesALongWaitOnlyToTheThreadsObserver) {
   EXPECT_FALSE(HasWaitObserver());
   ObserverScope scope(&observer);
   NoticeWait();
-  EXPECT_EQ(observer.long_waits, 1);
+  EXPECT_EQ(observer.long_waits.load(), 1);
   std::thread other([] { NoticeWait(); });  // another thread, without an observer
   other.join();
-  EXPECT_EQ(observer.long_waits, 1);
+  EXPECT_EQ(observer.long_waits.load(), 1);
 }
 
 TEST(WaitNoticeTest, ThreadsWithoutAnObserverWaitAsBefore) {
   Waited waited;
   EXPECT_FALSE(HasWaitObserver());
   {
-    Later finish(20, [&] { waited.Finish(); });
-    waited.Wait();
+    std::thread finisher([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      waited.Finish();
+    });
+    waited.Wait();  // sleeps, or finds it done: either way it returns
+    finisher.join();
   }
   SharedMutex io;
   { NoticedExclusiveLock lock(&io); }
