@@ -22,6 +22,7 @@
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/fuse_ring_abi.h"
 #include "fusefs/ring_workers.h"
+#include "util/clock.h"
 #include "util/mutex.h"
 #include "util/wait_notice.h"
 
@@ -189,7 +190,7 @@ class FuseRing::Queue final : public WaitObserver {
   }
   void WaitBegins() override {
     if (server_.load(std::memory_order_relaxed) != std::this_thread::get_id()) return;
-    t_wait_began_ns = WaitWatchdog::NowNanos();
+    t_wait_began_ns = SystemClock::Default()->NowNanos();
     wait_began_ns_.store(t_wait_began_ns, std::memory_order_release);
     owner_->watchdog_.WaitBegan();
   }

@@ -5,6 +5,8 @@
 #include <string>
 #include <system_error>
 
+#include "util/clock.h"
+
 namespace tipfs::fusefs {
 
 WaitWatchdog::~WaitWatchdog() { Stop(); }
@@ -54,8 +56,8 @@ void WaitWatchdog::Run() {
     }
     std::this_thread::sleep_for(kGrace);
     const uint64_t began = waits_began_.load();
-    const int64_t deadline =
-        NowNanos() - std::chrono::duration_cast<std::chrono::nanoseconds>(kGrace).count();
+    const int64_t deadline = SystemClock::Default()->NowNanos() -
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(kGrace).count();
     const bool waiting = check_(context_, deadline);
     idle_rounds = waiting || began != seen ? 0 : idle_rounds + 1;
     seen = began;

@@ -28,7 +28,8 @@ class WaitWatchdog {
   static constexpr std::chrono::microseconds kGrace{500};
   static constexpr int kIdleRounds = 100;  // 50 ms without a wait: park
 
-  // Passes on the rings whose server has waited since before `deadline_ns` (steady clock);
+  // Passes on the rings whose server has waited since before `deadline_ns` (SystemClock's time,
+  // CLOCK_MONOTONIC, as the servers stamp their waits);
   // returns whether a server is waiting still.
   using CheckFn = bool (*)(void* context, int64_t deadline_ns);
 
@@ -42,12 +43,6 @@ class WaitWatchdog {
 
   // A server began a wait: wakes the watchdog if it is parked.
   void WaitBegan();
-
-  static int64_t NowNanos() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
 
  private:
   void Run();

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include "util/clock.h"
+
 namespace tipfs::fusefs {
 namespace {
 
@@ -46,7 +48,7 @@ TEST(WaitWatchdogTest, AWaitPastTheGraceIsPassedOnAndALaterOneWakesItFromParking
   WaitWatchdog watchdog(FakeRing::Check, &ring);
   ASSERT_TRUE(watchdog.Start().ok());
 
-  ring.began_ns = WaitWatchdog::NowNanos();
+  ring.began_ns = SystemClock::Default()->NowNanos();
   watchdog.WaitBegan();
   EXPECT_TRUE(Eventually([&] { return ring.passed.load() == 1; }));
   EXPECT_EQ(ring.began_ns.load(), 0);
@@ -58,7 +60,7 @@ TEST(WaitWatchdogTest, AWaitPastTheGraceIsPassedOnAndALaterOneWakesItFromParking
     return ring.checks.load() == before;
   }));
 
-  ring.began_ns = WaitWatchdog::NowNanos();
+  ring.began_ns = SystemClock::Default()->NowNanos();
   watchdog.WaitBegan();  // wakes it
   EXPECT_TRUE(Eventually([&] { return ring.passed.load() == 2; }));
   watchdog.Stop();
