@@ -66,7 +66,8 @@ class Session {
     }
     mounted_ = true;
     if (options.fuse_io_uring) {
-      ring_ = std::make_unique<FuseRing>(session_, bridge->statistics(), options.fuse_threads);
+      ring_ = std::make_unique<FuseRing>(session_, bridge->fs(), bridge->statistics(),
+                                         options.fuse_threads);
       bridge->set_ring(ring_.get());
       return ring_->Attach();
     }

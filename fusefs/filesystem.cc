@@ -389,6 +389,22 @@ Status FileSystem::Release(Ino ino) {
   return ReclaimIfUnused(*inode);
 }
 
+bool FileSystem::UnlinkWouldSync(Ino parent, std::string_view name) {
+  Result<Inode> inode = meta_->Lookup(parent, name);
+  return inode.ok() && inode->nlink == 1 && SyncsBeforeFreeing(*inode) &&
+         inodes_.UseOf(inode->ino).opens == 0;
+}
+
+bool FileSystem::ReleaseWouldSync(Ino ino) {
+  if (inodes_.UseOf(ino).opens > 1) return false;
+  Result<Inode> inode = meta_->Get(ino);
+  return inode.ok() && inode->nlink == 0 && SyncsBeforeFreeing(*inode);
+}
+
+bool FileSystem::SyncsBeforeFreeing(const Inode& inode) {
+  return S_ISREG(inode.mode) && inode.size > 0;
+}
+
 Status FileSystem::ReclaimIfUnused(const Inode& inode) {
   if (inode.nlink > 0) return Status::OK();
   return Reclaim(inode.ino);
@@ -410,7 +426,7 @@ Status FileSystem::Reclaim(Ino ino, bool sync_unlink_first, std::shared_ptr<Inod
     // a power loss that undid it would bring the file back with its bytes gone (the rename-over
     // idiom would leave a zeroed file where the old one was). Empty files have nothing to lose.
     Result<Inode> inode = meta_->Get(ino);
-    if (inode.ok() && inode->size > 0) TIPFS_RETURN_IF_ERROR(meta_->Sync());
+    if (inode.ok() && SyncsBeforeFreeing(*inode)) TIPFS_RETURN_IF_ERROR(meta_->Sync());
   }
   // The space goes at the last close; the record stays while the kernel still refers to the
   // inode (an unlinked file's fstat, a removed directory that is a cwd) and goes at its forget.

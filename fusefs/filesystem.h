@@ -99,6 +99,14 @@ class FileSystem {
   // The last close of an unlinked file reclaims its data.
   Status Release(Ino ino);
 
+  // Whether unlinking `name` in `parent`, or releasing `ino`, would make the calling thread wait
+  // for the metadata store's fdatasync: it frees the data of a regular file that has some, whose
+  // last link goes and that nothing has open, and makes the unlink durable first (Reclaim). A
+  // guess taken before the request runs, for the FUSE ring, which serves such requests on a
+  // worker (fusefs/ring_workers.h); a concurrent change can make it wrong, at a cost in latency.
+  bool UnlinkWouldSync(Ino parent, std::string_view name);
+  bool ReleaseWouldSync(Ino ino);
+
   Result<std::vector<meta::DirEntry>> ListDir(Ino ino);
 
   Result<std::string> GetXattr(Ino ino, std::string_view name);
@@ -140,6 +148,9 @@ class FileSystem {
   // The same after the namespace operation that dropped its last link has succeeded: a failure
   // leaves the inode an orphan for the next mount instead of failing that operation.
   void ReclaimAfterNamespaceChange(const meta::Inode& inode);
+  // Whether freeing the data of `inode` (no links left) waits for its unlink to be durable: a
+  // regular file with bytes to lose. Symlinks keep their target in the store, directories nothing.
+  static bool SyncsBeforeFreeing(const meta::Inode& inode);
   // With sync_unlink_first, makes the metadata durable before a non-empty file's data goes.
   // `state`: the inode's InodeState when the caller took it before the table let go of the
   // inode (Forget); null: the table's.

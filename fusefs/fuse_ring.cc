@@ -419,7 +419,7 @@ class FuseRing::Queue final : public WaitObserver {
     e->unique.store(in.unique, std::memory_order_release);
     RecordTick(owner_->statistics_, FUSE_RING_REQUESTS);
     const size_t header = sizeof(fuse_in_header);
-    if (ServedInline(in, start + header, in.len - header)) {
+    if (ServedInline(in, start + header, in.len - header, owner_->fs_)) {
       ServeRequest(owner_, start, in.len);
     } else {
       RecordTick(owner_->statistics_, FUSE_RING_HANDED_OFF);
@@ -465,8 +465,10 @@ class FuseRing::Queue final : public WaitObserver {
   bool kicked_ GUARDED_BY(mu_) = false;                 // and has been woken since
 };
 
-FuseRing::FuseRing(fuse_session* session, Statistics* statistics, uint32_t worker_threads)
+FuseRing::FuseRing(fuse_session* session, FileSystem* fs, Statistics* statistics,
+                   uint32_t worker_threads)
     : session_(session),
+      fs_(fs),
       statistics_(statistics),
       workers_(ServeRequest, this, worker_threads),
       watchdog_(PassOnWaitingQueues, this) {}

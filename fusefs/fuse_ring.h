@@ -42,9 +42,10 @@ namespace tipfs::fusefs {
 
 class FuseRing {
  public:
-  // REQUIRES: `session` outlives the ring; `statistics` may be null; `worker_threads` > 0 serve
-  // the requests that may wait for the disks (fusefs/ring_workers.h).
-  FuseRing(fuse_session* session, Statistics* statistics, uint32_t worker_threads);
+  // REQUIRES: `session` and `fs` outlive the ring; `statistics` may be null; `worker_threads` > 0
+  // serve the requests that may wait for the disks, which `fs` helps tell (ServedInline in
+  // fusefs/ring_workers.h).
+  FuseRing(fuse_session* session, FileSystem* fs, Statistics* statistics, uint32_t worker_threads);
   ~FuseRing();  // StopServing(), Close()
   FuseRing(const FuseRing&) = delete;
   FuseRing& operator=(const FuseRing&) = delete;
@@ -75,6 +76,7 @@ class FuseRing {
   static bool PassOnWaitingQueues(void* ring, int64_t deadline_ns);   // WaitWatchdog::CheckFn
 
   fuse_session* const session_;
+  FileSystem* const fs_;
   Statistics* const statistics_;
   int fd_ = -1;
   // Whether the kernel's INIT offered the ring, and that request's unique until its reply (which

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <system_error>
 
+#include "fusefs/filesystem.h"
+
 namespace tipfs::fusefs {
 namespace {
 
@@ -19,9 +21,16 @@ uint32_t FirstField(const void* args, size_t args_bytes) {
   return field;
 }
 
+// The name that is a request's whole argument (UNLINK, RMDIR), or null when it is not
+// terminated inside the request.
+const char* NameArgument(const void* args, size_t args_bytes) {
+  const char* name = static_cast<const char*>(args);
+  return std::memchr(name, '\0', args_bytes) != nullptr ? name : nullptr;
+}
+
 }  // namespace
 
-bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes) {
+bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes, FileSystem* fs) {
   static_assert(offsetof(fuse_open_in, flags) == 0 && offsetof(fuse_create_in, flags) == 0 &&
                 offsetof(fuse_setattr_in, valid) == 0);
   switch (in.opcode) {
@@ -54,8 +63,15 @@ bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes)
       return (FirstField(args, args_bytes) & O_TRUNC) == 0;
     case FUSE_SETATTR:  // modes, owners and times are metadata; a new size cuts the data
       return (FirstField(args, args_bytes) & FATTR_SIZE) == 0;
-    default:  // fsync, the reclaims of unlink, rmdir, rename and release (the metadata store's
-              // fdatasync, an uninterruptible sleep), statfs, ioctls, new opcodes
+    case FUSE_UNLINK:  // unless it frees a file's data after the metadata store's fdatasync
+    case FUSE_RMDIR: {
+      const char* name = NameArgument(args, args_bytes);
+      return fs != nullptr && name != nullptr && !fs->UnlinkWouldSync(in.nodeid, name);
+    }
+    case FUSE_RELEASE:
+      return fs != nullptr && !fs->ReleaseWouldSync(in.nodeid);
+    default:  // fsync, renames (their reclaim of a replaced file may sync), statfs, ioctls, new
+              // opcodes
       return false;
   }
 }

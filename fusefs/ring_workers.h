@@ -5,11 +5,13 @@
 // A queue of the ring (fusefs/fuse_ring.h) is served by one thread at a time, and the kernel puts
 // every request of a program running on that CPU into it. Requests that never wait for a disk
 // are served inline (ServedInline), and so are writes: their waits are futex waits that are
-// noticed (util/wait_notice.h), and the ring passes to a spare thread if they last. The rest go
-// to these workers, as /dev/fuse hands every request to one of libfuse's: an fsync, the reclaims
-// of unlink, rmdir, rename and release (the metadata store's fdatasync is an uninterruptible
-// sleep, during which the kernel could not deliver the requests of the entries this thread
-// committed last), truncations, statfs, ioctls, and any opcode this list does not know. The
+// noticed (util/wait_notice.h), and the ring passes to a spare thread if they last. So are
+// unlinks, rmdirs and releases unless the file system expects them to free a file's data after
+// syncing the metadata store: its fdatasync is an uninterruptible sleep, during which the kernel
+// could not deliver the requests of the entries this thread committed last. Those go to these
+// workers, as /dev/fuse hands every request to one of libfuse's, and so do fsyncs, renames
+// (one may replace a file), truncations, statfs, ioctls, and any opcode this list does not know.
+// The
 // entry holding a handed-off request is not reused before its reply, so the request is handed
 // over in place, without a copy.
 //
@@ -29,11 +31,15 @@
 
 namespace tipfs::fusefs {
 
+class FileSystem;
+
 // Whether the queue's thread serves the request `in` (followed by its arguments, `args`,
 // `args_bytes` of them) itself (see above): requests that never wait for the disks (reads,
 // lookups, attributes and their changes other than the size, new names, listings, extended
-// attributes, flush, an open or create without O_TRUNC), and writes, whose waits are noticed.
-bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes);
+// attributes, flush, an open or create without O_TRUNC), writes, whose waits are noticed, and
+// unlinks, rmdirs and releases that `fs` does not expect to sync (all of them go to the workers
+// when `fs` is null).
+bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes, FileSystem* fs);
 
 class RingWorkers {
  public:

@@ -84,6 +84,36 @@ TEST_F(FileSystemTest, UnlinkOfAClosedFileFreesItsSpaceAtOnce) {
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
 }
 
+// The FUSE ring serves an unlink or release on a worker when the file system expects it to wait
+// for the metadata store's fdatasync: when it frees the data of a regular file that has some.
+TEST_F(FileSystemTest, UnlinkAndReleaseWouldSyncOnlyWhenTheyFreeAClosedFilesBytes) {
+  fusefs::FileSystem* fs = rig_.fs();
+  ASSERT_TRUE(fs->Release(CreateWith("empty", "")).ok());
+  EXPECT_FALSE(fs->UnlinkWouldSync(kRootIno, "empty"));
+  const uint64_t full = CreateWith("full", Pattern(10'000, 'f'));
+  EXPECT_FALSE(fs->UnlinkWouldSync(kRootIno, "full")) << "open: its last close frees it";
+  ASSERT_TRUE(fs->Release(full).ok());
+  EXPECT_TRUE(fs->UnlinkWouldSync(kRootIno, "full"));
+  ASSERT_TRUE(fs->Link(full, kRootIno, "second").ok());
+  EXPECT_FALSE(fs->UnlinkWouldSync(kRootIno, "full")) << "a second link keeps the bytes";
+  EXPECT_FALSE(fs->UnlinkWouldSync(kRootIno, "missing"));
+  ASSERT_TRUE(fs->MakeNode(Caller{}, kRootIno, "link", S_IFLNK | 0777, 0, "full").ok());
+  EXPECT_FALSE(fs->UnlinkWouldSync(kRootIno, "link")) << "a symlink's target is metadata";
+  ASSERT_TRUE(fs->MakeNode(Caller{}, kRootIno, "dir", S_IFDIR | 0755, 0).ok());
+  EXPECT_FALSE(fs->UnlinkWouldSync(kRootIno, "dir"));
+
+  // Unlinked while open twice: only the last release frees the bytes.
+  const uint64_t doomed = CreateWith("doomed", Pattern(10'000, 'd'));
+  ASSERT_TRUE(fs->Open(doomed, O_RDONLY).ok());
+  EXPECT_FALSE(fs->ReleaseWouldSync(doomed)) << "linked";
+  ASSERT_TRUE(fs->Unlink(kRootIno, "doomed").ok());
+  EXPECT_FALSE(fs->ReleaseWouldSync(doomed)) << "open twice";
+  ASSERT_TRUE(fs->Release(doomed).ok());
+  EXPECT_TRUE(fs->ReleaseWouldSync(doomed));
+  ASSERT_TRUE(fs->Release(doomed).ok());
+  EXPECT_FALSE(rig_.HasObjects(doomed));
+}
+
 // The unlink (or last close) that freed the data leaves only the record for the kernel's forget
 // to delete: the forget asks no disk to remove the objects a second time.
 TEST(FileSystemFaultTest, ForgetAfterTheUnlinkFreedTheDataAsksNoDisk) {

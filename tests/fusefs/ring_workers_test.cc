@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "fusefs/filesystem.h"
+#include "tests/filesystem/fs_rig.h"
 #include "util/mutex.h"
 
 namespace tipfs::fusefs {
@@ -27,7 +29,7 @@ bool Inline(uint32_t opcode, uint32_t first_field = 0) {
   in.opcode = opcode;
   fuse_setattr_in args = {};  // the largest of the argument structs used here
   args.valid = first_field;
-  return ServedInline(in, &args, sizeof args);
+  return ServedInline(in, &args, sizeof args, /*fs=*/nullptr);
 }
 
 TEST(ServedInlineTest, RequestsThatNeverWaitForADiskAndWritesStayOnTheQueuesThread) {
@@ -37,7 +39,8 @@ TEST(ServedInlineTest, RequestsThatNeverWaitForADiskAndWritesStayOnTheQueuesThre
     EXPECT_TRUE(Inline(op)) << "opcode " << op;
   }
   EXPECT_TRUE(Inline(FUSE_WRITE)) << "a write's waits are noticed (util/wait_notice.h)";
-  // An unlink, rmdir, rename or release may reclaim the data and sync the metadata store.
+  // An unlink, rmdir, rename or release may reclaim the data and sync the metadata store; without
+  // a file system to ask, they go to the workers.
   for (uint32_t op :
        {FUSE_FSYNC, FUSE_FSYNCDIR, FUSE_UNLINK, FUSE_RMDIR, FUSE_RENAME, FUSE_RENAME2, FUSE_RELEASE,
         FUSE_FALLOCATE, FUSE_STATFS, FUSE_IOCTL, FUSE_COPY_FILE_RANGE, FUSE_LSEEK}) {
@@ -53,6 +56,30 @@ TEST(ServedInlineTest, RequestsThatNeverWaitForADiskAndWritesStayOnTheQueuesThre
   EXPECT_TRUE(Inline(FUSE_SETATTR, FATTR_MODE | FATTR_UID | FATTR_MTIME));
   EXPECT_FALSE(Inline(FUSE_SETATTR, FATTR_SIZE));
   EXPECT_FALSE(Inline(FUSE_SETATTR, FATTR_SIZE | FATTR_MTIME));
+}
+
+// With the file system to ask, an unlink or release stays on the queue's thread unless it would
+// free a file's bytes after syncing the metadata store (FileSystem::UnlinkWouldSync).
+TEST(ServedInlineTest, UnlinksAndReleasesThatWouldNotSyncStayOnTheQueuesThread) {
+  testing::FsRig rig;
+  fusefs::FileSystem* fs = rig.fs();
+  auto empty = fs->Create(Caller{}, meta::kRootIno, "empty", 0644, O_RDWR);
+  auto full = fs->Create(Caller{}, meta::kRootIno, "full", 0644, O_RDWR);
+  ASSERT_TRUE(empty.ok() && full.ok());
+  ASSERT_TRUE(fs->Write(full->inode.ino, 0, "bytes", 5).ok());
+  fuse_in_header in = {};
+  in.opcode = FUSE_RELEASE;
+  in.nodeid = full->inode.ino;
+  fuse_release_in release = {};
+  EXPECT_TRUE(ServedInline(in, &release, sizeof release, fs)) << "a linked file keeps its bytes";
+  ASSERT_TRUE(fs->Release(empty->inode.ino).ok() && fs->Release(full->inode.ino).ok());
+
+  in.opcode = FUSE_UNLINK;
+  in.nodeid = meta::kRootIno;
+  EXPECT_TRUE(ServedInline(in, "empty", sizeof "empty", fs));
+  EXPECT_FALSE(ServedInline(in, "full", sizeof "full", fs));
+  EXPECT_FALSE(ServedInline(in, "empty", sizeof "empty", nullptr));
+  EXPECT_FALSE(ServedInline(in, "empty", 3, fs)) << "a name not terminated inside the request";
 }
 
 // Records what it served; a request whose first byte is 'w' waits until `open` is set.
