@@ -4,9 +4,10 @@
 #include <pthread.h>
 
 #include <cstddef>
-#include <cstdio>
+#include <cstdio>  // RENAME_NOREPLACE, RENAME_EXCHANGE
 #include <cstring>
 #include <system_error>
+#include <type_traits>
 
 #include "fusefs/filesystem.h"
 
@@ -21,11 +22,29 @@ uint32_t FirstField(const void* args, size_t args_bytes) {
   return field;
 }
 
-// The name that is a request's whole argument (UNLINK, RMDIR), or null when it is not
-// terminated inside the request.
+// The name that starts at `args` (an UNLINK's or RMDIR's whole argument), or null when it is
+// not terminated inside the request.
 const char* NameArgument(const void* args, size_t args_bytes) {
   const char* name = static_cast<const char*>(args);
   return std::memchr(name, '\0', args_bytes) != nullptr ? name : nullptr;
+}
+
+// Whether a RENAME or RENAME2 (`Args`: fuse_rename_in or fuse_rename2_in, then the old and the
+// new name) may replace a file whose bytes `fs` would free after syncing the metadata store.
+template <typename Args>
+bool RenameWouldSync(const void* args, size_t args_bytes, FileSystem* fs) {
+  Args rename;
+  if (args_bytes < sizeof rename) return true;
+  std::memcpy(&rename, args, sizeof rename);
+  if constexpr (std::is_same_v<Args, fuse_rename2_in>) {
+    if (rename.flags & (RENAME_NOREPLACE | RENAME_EXCHANGE)) return false;  // nothing is freed
+  }
+  const char* old_name =
+      NameArgument(static_cast<const char*>(args) + sizeof rename, args_bytes - sizeof rename);
+  if (old_name == nullptr) return true;
+  const size_t old_bytes = std::strlen(old_name) + 1;
+  const char* new_name = NameArgument(old_name + old_bytes, args_bytes - sizeof rename - old_bytes);
+  return new_name == nullptr || fs->UnlinkWouldSync(rename.newdir, new_name);
 }
 
 }  // namespace
@@ -68,10 +87,13 @@ bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes,
       const char* name = NameArgument(args, args_bytes);
       return fs != nullptr && name != nullptr && !fs->UnlinkWouldSync(in.nodeid, name);
     }
+    case FUSE_RENAME:  // unless the file it replaces would be freed so
+      return fs != nullptr && !RenameWouldSync<fuse_rename_in>(args, args_bytes, fs);
+    case FUSE_RENAME2:
+      return fs != nullptr && !RenameWouldSync<fuse_rename2_in>(args, args_bytes, fs);
     case FUSE_RELEASE:
       return fs != nullptr && !fs->ReleaseWouldSync(in.nodeid);
-    default:  // fsync, renames (their reclaim of a replaced file may sync), statfs, ioctls, new
-              // opcodes
+    default:  // fsync, statfs, ioctls, new opcodes
       return false;
   }
 }

@@ -6,14 +6,13 @@
 // every request of a program running on that CPU into it. Requests that never wait for a disk
 // are served inline (ServedInline), and so are writes: their waits are futex waits that are
 // noticed (util/wait_notice.h), and the ring passes to a spare thread if they last. So are
-// unlinks, rmdirs and releases unless the file system expects them to free a file's data after
-// syncing the metadata store: its fdatasync is an uninterruptible sleep, during which the kernel
-// could not deliver the requests of the entries this thread committed last. Those go to these
-// workers, as /dev/fuse hands every request to one of libfuse's, and so do fsyncs, renames
-// (one may replace a file), truncations, statfs, ioctls, and any opcode this list does not know.
-// The
-// entry holding a handed-off request is not reused before its reply, so the request is handed
-// over in place, without a copy.
+// unlinks, rmdirs, renames and releases unless the file system expects them to free a file's
+// data after syncing the metadata store: its fdatasync is an uninterruptible sleep, during which
+// the kernel could not deliver the requests of the entries this thread committed last. Those go
+// to these workers, as /dev/fuse hands every request to one of libfuse's, and so do fsyncs,
+// truncations, statfs, ioctls, and any opcode this list does not know. The entry holding a
+// handed-off request is not reused before its reply, so the request is handed over in place,
+// without a copy.
 //
 // Thread-safety: Hand() from any thread; Start() and Stop() from one owner.
 #pragma once
@@ -37,8 +36,8 @@ class FileSystem;
 // `args_bytes` of them) itself (see above): requests that never wait for the disks (reads,
 // lookups, attributes and their changes other than the size, new names, listings, extended
 // attributes, flush, an open or create without O_TRUNC), writes, whose waits are noticed, and
-// unlinks, rmdirs and releases that `fs` does not expect to sync (all of them go to the workers
-// when `fs` is null).
+// unlinks, rmdirs, renames and releases that `fs` does not expect to sync (all of them go to the
+// workers when `fs` is null).
 bool ServedInline(const fuse_in_header& in, const void* args, size_t args_bytes, FileSystem* fs);
 
 class RingWorkers {

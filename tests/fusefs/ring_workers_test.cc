@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "fusefs/filesystem.h"
@@ -58,9 +60,19 @@ TEST(ServedInlineTest, RequestsThatNeverWaitForADiskAndWritesStayOnTheQueuesThre
   EXPECT_FALSE(Inline(FUSE_SETATTR, FATTR_SIZE | FATTR_MTIME));
 }
 
-// With the file system to ask, an unlink or release stays on the queue's thread unless it would
-// free a file's bytes after syncing the metadata store (FileSystem::UnlinkWouldSync).
-TEST(ServedInlineTest, UnlinksAndReleasesThatWouldNotSyncStayOnTheQueuesThread) {
+// A rename's arguments into the root: `Args` (fuse_rename_in or fuse_rename2_in), then the names.
+template <typename Args>
+std::string RenameArgs(const std::string& from, const std::string& to, uint32_t flags = 0) {
+  Args args = {};
+  args.newdir = meta::kRootIno;
+  if constexpr (std::is_same_v<Args, fuse_rename2_in>) args.flags = flags;
+  std::string bytes(reinterpret_cast<const char*>(&args), sizeof args);
+  return bytes + from + '\0' + to + '\0';
+}
+
+// With the file system to ask, an unlink, rename or release stays on the queue's thread unless it
+// would free a file's bytes after syncing the metadata store (FileSystem::UnlinkWouldSync).
+TEST(ServedInlineTest, UnlinksRenamesAndReleasesThatWouldNotSyncStayOnTheQueuesThread) {
   testing::FsRig rig;
   fusefs::FileSystem* fs = rig.fs();
   auto empty = fs->Create(Caller{}, meta::kRootIno, "empty", 0644, O_RDWR);
@@ -80,6 +92,23 @@ TEST(ServedInlineTest, UnlinksAndReleasesThatWouldNotSyncStayOnTheQueuesThread) 
   EXPECT_FALSE(ServedInline(in, "full", sizeof "full", fs));
   EXPECT_FALSE(ServedInline(in, "empty", sizeof "empty", nullptr));
   EXPECT_FALSE(ServedInline(in, "empty", 3, fs)) << "a name not terminated inside the request";
+
+  // A rename stays unless it replaces a file that the unlink above would have synced for.
+  in.opcode = FUSE_RENAME;
+  EXPECT_FALSE(ServedInline(in, RenameArgs<fuse_rename_in>("empty", "new").data(), 0, fs))
+      << "arguments too short to hold a rename's";
+  auto rename = [&](uint32_t opcode, const std::string& args) {
+    in.opcode = opcode;
+    return ServedInline(in, args.data(), args.size(), fs);
+  };
+  EXPECT_TRUE(rename(FUSE_RENAME, RenameArgs<fuse_rename_in>("empty", "new")));
+  EXPECT_TRUE(rename(FUSE_RENAME, RenameArgs<fuse_rename_in>("full", "empty")));
+  EXPECT_FALSE(rename(FUSE_RENAME, RenameArgs<fuse_rename_in>("empty", "full")));
+  EXPECT_FALSE(rename(FUSE_RENAME2, RenameArgs<fuse_rename2_in>("empty", "full")));
+  EXPECT_TRUE(rename(FUSE_RENAME2, RenameArgs<fuse_rename2_in>("empty", "full", RENAME_EXCHANGE)));
+  std::string unterminated = RenameArgs<fuse_rename_in>("empty", "new");
+  unterminated.pop_back();
+  EXPECT_FALSE(rename(FUSE_RENAME, unterminated));
 }
 
 // Records what it served; a request whose first byte is 'w' waits until `open` is set.
