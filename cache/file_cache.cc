@@ -187,8 +187,8 @@ Block* FileCache::IssuePrefetch(uint64_t ino, uint64_t block_index, Purpose purp
 
 std::optional<Result<size_t>> FileCache::StartRead(
     const ReadContext& ctx, uint64_t ino, uint64_t offset, size_t length, uint64_t file_size,
-    char* out, ReadData* shared, std::function<void(Result<size_t>)> done,
-    std::function<void(Result<ReadData>)> shared_done, std::shared_ptr<PendingRead>* pending_out) {
+    char* out, ReadData* shared, std::function<void(Result<size_t>)>* done,
+    std::function<void(Result<ReadData>)>* shared_done, std::shared_ptr<PendingRead>* pending_out) {
   if (length == 0 || offset >= file_size) return Result<size_t>(size_t{0});
   // Time here is the cache's (Figure 5.9's breakdown); the copy is a nested section.
   PerfSection lookup(Subsystem::kCacheLookup);
@@ -262,8 +262,8 @@ std::optional<Result<size_t>> FileCache::StartRead(
       pending->start_ns = now;
       pending->demand = !spec;
       pending->reader = reader;
-      pending->done = std::move(done);
-      pending->shared_done = std::move(shared_done);
+      if (done != nullptr) pending->done = std::move(*done);
+      if (shared_done != nullptr) pending->shared_done = std::move(*shared_done);
       pending->parts.assign(std::make_move_iterator(scratch.begin()),
                             std::make_move_iterator(scratch.end()));
       pending->remaining.store(waits, std::memory_order_relaxed);
@@ -379,7 +379,7 @@ void FileCache::ReadAsync(const ReadContext& ctx, uint64_t ino, uint64_t offset,
                           uint64_t file_size, char* out, std::function<void(Result<size_t>)> done) {
   std::shared_ptr<PendingRead> pending;
   std::optional<Result<size_t>> result =
-      StartRead(ctx, ino, offset, length, file_size, out, nullptr, done, nullptr, &pending);
+      StartRead(ctx, ino, offset, length, file_size, out, nullptr, &done, nullptr, &pending);
   if (result.has_value()) done(std::move(*result));
 }
 
@@ -388,7 +388,7 @@ void FileCache::ReadShared(const ReadContext& ctx, uint64_t ino, uint64_t offset
   std::shared_ptr<PendingRead> pending;
   ReadData data;
   std::optional<Result<size_t>> result =
-      StartRead(ctx, ino, offset, length, file_size, nullptr, &data, nullptr, done, &pending);
+      StartRead(ctx, ino, offset, length, file_size, nullptr, &data, nullptr, &done, &pending);
   if (!result.has_value()) return;  // the fetches call done
   if (!result->ok()) return done(result->status());
   done(std::move(data));

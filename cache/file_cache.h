@@ -140,12 +140,14 @@ class FileCache final : private CacheBuffers {
   FileCache(stripe::StripedIo* io, Clock* clock, CacheOptions options, uint32_t block_size);
   // Read path (file_cache.cc).
   // A hit copies into `out`, or (out == nullptr) hands out slices in *shared. A miss returns
-  // nullopt with *pending set: the fetches finish it (done, shared_done, or the blocking waiter).
+  // nullopt with *pending set: the fetches finish it (*done, *shared_done, moved from into the
+  // pending read, or the blocking waiter). Callbacks by pointer (null: none) so that a hit, which
+  // the caller answers, leaves them where they are instead of copying them.
   std::optional<Result<size_t>> StartRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
                                           size_t length, uint64_t file_size, char* out,
                                           ReadData* shared,
-                                          std::function<void(Result<size_t>)> done,
-                                          std::function<void(Result<ReadData>)> shared_done,
+                                          std::function<void(Result<size_t>)>* done,
+                                          std::function<void(Result<ReadData>)>* shared_done,
                                           std::shared_ptr<PendingRead>* pending);
   Result<size_t> FinishPending(PendingRead* read, ReadData* shared);
   void OnFetchDone(Fetch* fetch, Status status);
