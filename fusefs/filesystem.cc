@@ -331,13 +331,11 @@ bool FileSystem::AtimeDue(const Inode& inode) const {
 }
 
 void FileSystem::UpdateAtime(const Inode& inode) {
-  // Most reads change nothing, so the metadata write happens about once per file per day.
+  // Most reads change nothing. The change stays in memory until the next write-back: it runs on
+  // the completion of a miss, where a metadata write would hold up the disk's other completions.
   if (!AtimeDue(inode)) return;
   PerfSection metadata(Subsystem::kMetadata);
-  meta::AttrChange change;
-  change.atime = Time::Now();
-  change.now = inode.ctime;  // an atime update is not a change of the inode
-  (void)meta_->SetAttr(inode.ino, change);
+  (void)meta_->RecordAccess(inode.ino, Time::Now());
 }
 
 Result<size_t> FileSystem::Write(const Caller& caller, Ino ino, uint64_t offset, const char* data,

@@ -71,21 +71,37 @@ void InodeCache::SetDirtyLocked(Shard& shard, Entry& entry, bool dirty) {
   }
 }
 
-Result<Inode> InodeCache::RecordWrite(Ino ino, uint64_t end, Time now) {
+template <typename Change>
+Result<Inode> InodeCache::ChangeInMemory(Ino ino, uint64_t Entry::*stamp, Change change) {
   Shard& shard = ShardOf(ino);
   MutexLock lock(&shard.mu);
   auto it = shard.entries.find(ino);
   if (it == shard.entries.end()) return Status::NotFound("inode " + std::to_string(ino));
   Entry& e = it->second;
-  if (S_ISDIR(e.inode.mode)) {
-    return Status::FromErrno(EISDIR, "write: inode " + std::to_string(ino) + " is a directory");
-  }
-  e.inode.size = std::max(e.inode.size, end);
-  e.inode.mtime = now;
-  e.inode.ctime = now;
+  TIPFS_RETURN_IF_ERROR(change(e.inode));
   e.version = ++shard.last_version;  // the shard's generation stays: RocksDB did not change
+  e.*stamp = e.version;
   SetDirtyLocked(shard, e, true);
   return e.inode;
+}
+
+Result<Inode> InodeCache::RecordWrite(Ino ino, uint64_t end, Time now) {
+  return ChangeInMemory(ino, &Entry::written_version, [&](Inode& inode) {
+    if (S_ISDIR(inode.mode)) {
+      return Status::FromErrno(EISDIR, "write: inode " + std::to_string(ino) + " is a directory");
+    }
+    inode.size = std::max(inode.size, end);
+    inode.mtime = now;
+    inode.ctime = now;
+    return Status::OK();
+  });
+}
+
+Result<Inode> InodeCache::RecordAccess(Ino ino, Time now) {
+  return ChangeInMemory(ino, &Entry::accessed_version, [&](Inode& inode) {
+    inode.atime = now;
+    return Status::OK();
+  });
 }
 
 void InodeCache::OverlayDirty(Inode* inode) const {
@@ -94,6 +110,7 @@ void InodeCache::OverlayDirty(Inode* inode) const {
   auto it = shard.entries.find(inode->ino);
   if (it == shard.entries.end() || !it->second.dirty) return;
   inode->size = it->second.inode.size;
+  inode->atime = it->second.inode.atime;
   inode->mtime = it->second.inode.mtime;
   inode->ctime = it->second.inode.ctime;
 }
@@ -141,15 +158,17 @@ void InodeCache::AfterCommit(const std::vector<Versioned>& flushed,
       e.inode = c.inode;
       SetDirtyLocked(shard, e, false);
     } else {
-      // Writes came while the mutation ran: they follow it, so their size and times stay (a
-      // truncation never overlaps a write: the file system orders them).
-      const uint64_t size = std::max(e.inode.size, c.inode.size);
-      const Time mtime = Later(e.inode.mtime, c.inode.mtime);
-      const Time ctime = Later(e.inode.ctime, c.inode.ctime);
-      e.inode = c.inode;
-      e.inode.size = size;
-      e.inode.mtime = mtime;
-      e.inode.ctime = ctime;
+      // Writes or reads came while the mutation ran: they follow it, so what they changed stays
+      // (a truncation never overlaps a write: the file system orders them). Only what they
+      // changed: a utimes that set an older atime stays when only a write came meanwhile.
+      Inode merged = c.inode;
+      if (e.written_version > c.version) {
+        merged.size = std::max(e.inode.size, c.inode.size);
+        merged.mtime = Later(e.inode.mtime, c.inode.mtime);
+        merged.ctime = Later(e.inode.ctime, c.inode.ctime);
+      }
+      if (e.accessed_version > c.version) merged.atime = e.inode.atime;
+      e.inode = merged;
     }
     TrimLocked(shard);
   }

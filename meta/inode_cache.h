@@ -7,7 +7,8 @@
 // missed fills the cache only if nothing in the inode's shard changed while it read RocksDB (a
 // per-shard generation), so a stale record never enters.
 //
-// Write-back and crash order: RecordWrite changes only the cached inode (dirty, with a version).
+// Write-back and crash order: RecordWrite and RecordAccess change only the cached inode (dirty,
+// with a version).
 // Every batch the store writes carries every dirty inode first, so what reaches the write-ahead
 // log is always a prefix of the operations in their order: after a crash a file may be shorter
 // than its last writes made it, but never older than an operation that followed them. Dirty
@@ -52,8 +53,10 @@ class InodeCache {
   // After a write of [.., end): size = max(size, end), mtime = ctime = now, dirty. NotFound when
   // the inode is not cached (the caller loads it and retries); EISDIR for a directory.
   Result<Inode> RecordWrite(Ino ino, uint64_t end, Time now);
-  // The size, mtime and ctime of a dirty inode replace those of `inode` (a record read from
-  // RocksDB through a snapshot).
+  // After a read that moves the access time: atime = now, dirty. NotFound as above.
+  Result<Inode> RecordAccess(Ino ino, Time now);
+  // The size and times of a dirty inode replace those of `inode` (a record read from RocksDB
+  // through a snapshot).
   void OverlayDirty(Inode* inode) const;
 
   // Every dirty inode with its write version, for a batch.
@@ -74,9 +77,11 @@ class InodeCache {
     Inode inode;
     // From the shard's counter, so an entry dropped and read again from RocksDB never has the
     // version a mutation saw on the old one (a mutation's loaded version means "this entry, with
-    // no write since"). Set at insertion and by every RecordWrite.
+    // no write since"). Set at insertion and by every RecordWrite and RecordAccess.
     uint64_t version = 0;
     uint64_t inserted_version = 0;  // the version it was inserted with: equal means no write since
+    uint64_t written_version = 0;   // the version of its last RecordWrite
+    uint64_t accessed_version = 0;  // the version of its last RecordAccess
     bool dirty = false;
     bool no_xattrs = false;  // Versioned::no_xattrs; set and cleared only by committed mutations
   };
@@ -93,6 +98,11 @@ class InodeCache {
   // Drops clean entries while the shard holds more than its share.
   void TrimLocked(Shard& shard) REQUIRES(shard.mu);
   void SetDirtyLocked(Shard& shard, Entry& entry, bool dirty) REQUIRES(shard.mu);
+  // Applies `change` (a Status(Inode&): an error leaves the inode as it was) to the cached inode
+  // in memory, marks it dirty and stamps `stamp` with its new version; NotFound when the inode is
+  // not cached.
+  template <typename Change>
+  Result<Inode> ChangeInMemory(Ino ino, uint64_t Entry::*stamp, Change change);
   // Fills a new entry with `inode` (clean, a fresh version).
   static void FillLocked(Shard& shard, Entry& entry, const Inode& inode) REQUIRES(shard.mu);
 

@@ -577,10 +577,11 @@ Result<Inode> MetaStore::SetAttr(Ino ino, const AttrChange& change) {
   return result;
 }
 
-Result<Inode> MetaStore::RecordWrite(Ino ino, uint64_t end, Time now) {
+template <typename Record>
+Result<Inode> MetaStore::RecordInMemory(Ino ino, Record record) {
   // In memory only: the next batch, fsync, last close or the write-back timer writes it.
-  Result<Inode> written = impl_->inodes->RecordWrite(ino, end, now);
-  if (written.error() != ENOENT) return written;
+  Result<Inode> recorded = record(impl_->inodes.get());
+  if (recorded.error() != ENOENT) return recorded;
   {
     // Not cached: load it while no mutation can commit, so the record cannot be stale.
     MutexLock lock(&impl_->mu);
@@ -588,7 +589,16 @@ Result<Inode> MetaStore::RecordWrite(Ino ino, uint64_t end, Time now) {
     if (!stored.ok()) return stored.status();
     impl_->inodes->Insert(*stored);
   }
-  return impl_->inodes->RecordWrite(ino, end, now);
+  return record(impl_->inodes.get());
+}
+
+Result<Inode> MetaStore::RecordWrite(Ino ino, uint64_t end, Time now) {
+  return RecordInMemory(ino,
+                        [&](InodeCache* inodes) { return inodes->RecordWrite(ino, end, now); });
+}
+
+Result<Inode> MetaStore::RecordAccess(Ino ino, Time now) {
+  return RecordInMemory(ino, [&](InodeCache* inodes) { return inodes->RecordAccess(ino, now); });
 }
 
 Status MetaStore::WriteBack() { return impl_->WriteBack(); }

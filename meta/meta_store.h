@@ -213,7 +213,11 @@ class MetaStore {
   // record is written back with the next mutation, WriteBack, Sync or the write-back timer,
   // always before any later operation's batch (so a crash keeps the operations' order).
   Result<Inode> RecordWrite(Ino ino, uint64_t end, Time now);
-  // Writes the attributes of RecordWrite calls back now (a file's last close).
+  // A read moved the access time: atime = now, in memory and written back as RecordWrite's
+  // changes are (a crash may lose it, as with the lazytime mount option), so that a read never
+  // waits for a metadata write.
+  Result<Inode> RecordAccess(Ino ino, Time now);
+  // Writes the attributes of RecordWrite and RecordAccess calls back now (a file's last close).
   Status WriteBack();
   Result<std::string> ReadLink(Ino ino);
 
@@ -249,6 +253,10 @@ class MetaStore {
  private:
   struct Impl;
   explicit MetaStore(std::unique_ptr<Impl> impl);
+  // `record(InodeCache*)`: a change of the cached inode in memory (RecordWrite, RecordAccess),
+  // after loading the inode into the cache when it is not there.
+  template <typename Record>
+  Result<Inode> RecordInMemory(Ino ino, Record record);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -63,6 +63,29 @@ TEST(InodeCacheTest, ATruncationStaysWhenAReaderReinsertedTheOldRecordWhileItCom
   EXPECT_EQ(now->inode.size, 97'273u) << "the file grew back to the size it had before truncate";
 }
 
+TEST(InodeCacheTest, AReadDuringAUtimesKeepsItsAtimeAndLeavesTheUtimesMtime) {
+  // A read's access time (RecordAccess) that came while a utimes committed follows it and stays;
+  // the utimes' older mtime stays too: nothing but a write moves mtime forward.
+  InodeCache cache(kShards * 16);
+  const Ino ino = 11;
+  Inode file = RegularFile(ino, 4096);
+  file.atime = file.mtime = file.ctime = Time{50, 0};
+  cache.Insert(file);
+  InodeCache::Versioned utimes = *cache.Find(ino);  // the mutation loads it
+  ASSERT_TRUE(cache.RecordAccess(ino, Time{100, 0}).ok());
+  utimes.inode.atime = utimes.inode.mtime = Time{5, 0};
+  utimes.inode.ctime = Time{99, 0};
+  cache.AfterCommit({}, {utimes}, {});
+
+  std::optional<InodeCache::Versioned> now = cache.Find(ino);
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->inode.atime.sec, 100) << "the read's access time was lost";
+  EXPECT_EQ(now->inode.mtime.sec, 5) << "the read undid the utimes' mtime";
+  EXPECT_EQ(now->inode.ctime.sec, 99);
+  EXPECT_EQ(now->inode.size, 4096u);
+  EXPECT_EQ(cache.dirty_count(), 1u) << "the access still has to be written back";
+}
+
 TEST(InodeCacheTest, AWriteAfterTheReinsertStillFollowsAMutationThatChangedNoSize) {
   // The other side of the rule: a write that reached the re-read entry while a mutation that
   // changed no size (chmod) committed happened after it, and its size stays.

@@ -152,6 +152,16 @@ TEST(MetaStorePersistence, CompletedOperationsSurviveAKilledProcess) {
   EXPECT_TRUE(StoreIsConsistent(**store));
 }
 
+// A copy of the running store's files, as a killed daemon leaves them, opened as `name`.
+std::unique_ptr<MetaStore> CrashImage(TempDir& dir, const std::string& name) {
+  const std::string copy = dir.Sub(name);
+  std::filesystem::copy(dir.store(), copy, std::filesystem::copy_options::recursive);
+  std::filesystem::remove(copy + "/LOCK");
+  auto opened = MetaStore::Open(copy, kUuid);
+  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  return opened.ok() ? std::move(*opened) : nullptr;
+}
+
 // RecordWrite changes the inode in memory only; the record reaches the write-ahead log with the
 // next batch of any operation (or WriteBack), always before that operation: a crash image (a
 // copy of the store's files while it runs, as a killed daemon leaves them) never holds an
@@ -168,14 +178,7 @@ TEST(MetaStorePersistence, WritesReachTheLogBeforeAnyLaterOperation) {
   EXPECT_EQ(s.Get(f)->size, 4096u);  // what stat sees at once
   EXPECT_EQ(s.Lookup(kRootIno, "f")->mtime.sec, 20);
   int images = 0;
-  auto crash_image = [&]() {
-    const std::string copy = dir.Sub("image" + std::to_string(images++));
-    std::filesystem::copy(dir.store(), copy, std::filesystem::copy_options::recursive);
-    std::filesystem::remove(copy + "/LOCK");
-    auto opened = MetaStore::Open(copy, kUuid);
-    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
-    return std::move(*opened);
-  };
+  auto crash_image = [&]() { return CrashImage(dir, "image" + std::to_string(images++)); };
   EXPECT_EQ(crash_image()->Get(f)->size, 0u) << "no record is written per write(2)";
   ASSERT_TRUE(s.MakeNode(kRootIno, "g", File(T(30))).ok());
   {
@@ -199,6 +202,24 @@ TEST(MetaStorePersistence, WritesReachTheLogBeforeAnyLaterOperation) {
   EXPECT_EQ(stored.size, 16384u);
   EXPECT_EQ(stored.mode & 07777, 0600u);
   EXPECT_EQ(stored.mtime.sec, 70);
+}
+
+// A read's access time (RecordAccess) is kept in memory like a write's attributes, and reaches
+// the log with the next batch or write-back.
+TEST(MetaStorePersistence, AccessTimesReachTheLogWithTheNextBatch) {
+  TempDir dir;
+  MetaStoreOptions options;
+  options.write_back_interval_ms = 0;  // no timer: the test decides when batches happen
+  auto store = MetaStore::Create(dir.store(), kUuid, 0, 0, options);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  MetaStore& s = **store;
+  const Ino f = s.MakeNode(kRootIno, "f", File(T(10)))->ino;
+  ASSERT_TRUE(s.RecordAccess(f, T(20)).ok());
+  EXPECT_EQ(s.Get(f)->atime.sec, 20);  // what stat sees at once
+  EXPECT_EQ(s.Get(f)->ctime.sec, 10) << "an access is not a change of the inode";
+  EXPECT_EQ(CrashImage(dir, "before")->Get(f)->atime.sec, 10) << "a read wrote a metadata record";
+  ASSERT_TRUE(s.MakeNode(kRootIno, "g", File(T(30))).ok());
+  EXPECT_EQ(CrashImage(dir, "after")->Get(f)->atime.sec, 20);
 }
 
 TEST(MetaStorePersistence, SecondOpenerIsRefusedWithEbusy) {
