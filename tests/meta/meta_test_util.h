@@ -46,6 +46,22 @@ inline NewNode Symlink(std::string target, Time now = T(100)) {
   return n;
 }
 
+// The store at `store` as a process killed at this instant leaves it: a copy of its directory
+// (the write-ahead log's records are in the file once written, synced or not) without the lock
+// of the running opener, opened as the next mount opens a store that was not closed cleanly.
+// Null (and a test failure) when the copy does not open.
+inline std::unique_ptr<MetaStore> OpenCrashImage(const std::string& store, const std::string& copy,
+                                                 const std::string& volume_uuid = kUuid) {
+  std::filesystem::copy(store, copy, std::filesystem::copy_options::recursive);
+  std::filesystem::remove(copy + "/LOCK");
+  MetaStoreOptions options;
+  options.after_unclean_shutdown = true;
+  options.write_back_interval_ms = 0;
+  auto opened = MetaStore::Open(copy, volume_uuid, options);
+  EXPECT_TRUE(opened.ok()) << "crash image of " << store << ": " << opened.status().ToString();
+  return opened.ok() ? std::move(*opened) : nullptr;
+}
+
 // A Time as one comparable number.
 inline int64_t Nanos(const Time& t) { return t.sec * 1'000'000'000 + t.nsec; }
 
