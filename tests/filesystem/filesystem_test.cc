@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "tests/filesystem/fs_rig.h"
+#include "tests/meta/meta_test_util.h"
 
 namespace tipfs::testing {
 namespace {
@@ -150,6 +152,35 @@ TEST_F(FileSystemTest, AnUnlinkedFileOpenedAgainLosesItsNewDataAtItsLastClose) {
   EXPECT_FALSE(rig_.HasObjects(ino));
   rig_.fs()->Forget(ino, 1);
   EXPECT_EQ(rig_.fs()->GetAttr(ino).error(), ENOENT);
+}
+
+// write(2) changes the size and times in memory only (meta/inode_cache.h); the last close
+// writes them back, so a daemon killed after close(2) keeps the file's size, without fsync and
+// without the write-back timer (off here).
+TEST(FileSystemWriteBackTest, TheLastCloseWritesTheSizeBackToTheStore) {
+  VolumeRig rig;
+  meta::MetaStoreOptions options;
+  options.write_back_interval_ms = 0;
+  rig.set_store_options(options);
+  ASSERT_TRUE(rig.Open().ok());
+  int images = 0;
+  auto stored_size = [&](uint64_t ino) -> uint64_t {
+    auto image = meta::testing::OpenCrashImage(rig.meta_path(),
+                                               rig.dir().Sub("image" + std::to_string(images++)),
+                                               rig.label().volume_uuid);
+    if (image == nullptr) return UINT64_MAX;  // OpenCrashImage failed the test
+    auto inode = image->Get(ino);
+    EXPECT_TRUE(inode.ok()) << inode.status().ToString();
+    return inode.ok() ? inode->size : UINT64_MAX;
+  };
+  auto opened = rig.fs()->Create(Caller{}, kRootIno, "f", 0644, O_RDWR);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const uint64_t ino = opened->inode.ino;
+  const std::string data = Pattern(100'000, 'w');
+  ASSERT_TRUE(rig.fs()->Write(ino, 0, data.data(), data.size()).ok());
+  ASSERT_EQ(stored_size(ino), 0u) << "the write itself reached the store: nothing left to test";
+  ASSERT_TRUE(rig.fs()->Release(ino).ok());
+  EXPECT_EQ(stored_size(ino), data.size());
 }
 
 TEST_F(FileSystemTest, RecoverReclaimsFilesUnlinkedWhileOpenWhenTheDaemonDied) {
