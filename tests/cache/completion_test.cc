@@ -1,9 +1,11 @@
 // The miss path's completions (issue 11, bench/fast/README.md "The miss path's CPU"): fetches
-// completing on other threads while the cache is destroyed, and reads started from inside a
-// completion on the submitting thread. Runs under TSan too (label sanitize).
+// completing on other threads while the cache is destroyed, reads started from inside a
+// completion on the submitting thread, and one thread's many misses at the disks at once. Runs
+// under TSan too (label sanitize).
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "cache/file_cache.h"
+#include "stripe/emulation/emulated_disk.h"
 #include "tests/cache/cache_rig.h"
 #include "util/mutex.h"
 
@@ -138,6 +141,72 @@ TEST(MissCompletionTest, AReadStartedInsideAnInlineCompletionIsSubmitted) {
   EXPECT_EQ(completed, kChain);
   for (int i = 0; i < kChain; ++i) EXPECT_EQ(out[i], data.substr(4096 * 2 * i, 4096)) << i;
   EXPECT_EQ(rig.cache->Stats().demand_misses, uint64_t{kChain});
+}
+
+// Misses in flight are bounded by the disks' queues, not by the threads that start reads (the
+// FUSE workers): one thread starts 64 reads that miss, on disks that hold every completion
+// (EmulatedDisk's hold=on), and all 64 are at the disks at once. Each then completes once with
+// its bytes when the hold ends.
+TEST(MissCompletionTest, OneThreadKeepsManyMissesAtTheDisksAtOnce) {
+  std::vector<std::shared_ptr<stripe::DiskEmulator>> emulators;
+  CacheRig rig(4, kUnit, TestOptions(256, kUnit), Wrap::kNone,
+               [&emulators](std::unique_ptr<stripe::Disk> inner, Clock* clock) {
+                 stripe::EmulatedDiskOptions o;
+                 o.model.hold = true;  // the `none` profile: the real disk's timing, held
+                 o.burn_overhead = false;
+                 auto disk = std::make_unique<stripe::EmulatedDisk>(std::move(inner), clock, o);
+                 emulators.push_back(disk->shared_emulator());
+                 return std::unique_ptr<stripe::Disk>(std::move(disk));
+               });
+  auto at_disks = [&emulators] {
+    uint64_t n = 0;
+    for (const auto& e : emulators) n += e->Stats().in_flight;
+    return n;
+  };
+  auto end_hold = [&emulators] {
+    for (const auto& e : emulators) {
+      stripe::DiskModelConfig model = e->model();
+      model.hold = false;
+      e->SetModel(model);
+    }
+  };
+  constexpr int kReads = 64;  // four times the FUSE worker threads
+  const std::string data = RandomBytes(kReads * kUnit, 13);
+  rig.WriteUnderneath(9, data);
+  std::vector<std::string> out(kReads);
+  std::vector<std::atomic<int>> calls(kReads);
+  std::atomic<int> started{0};
+  // One thread starts every read (one per block, so each misses); none may wait for a disk.
+  std::thread reader([&] {
+    for (int i = 0; i < kReads; ++i) {
+      rig.cache->ReadShared(ReadContext{100, 100}, 9, uint64_t{kUnit} * i, 4096, data.size(),
+                            [&, i](Result<ReadData> r) {
+                              ASSERT_TRUE(r.ok()) << r.status().ToString();
+                              out[i].resize(r->bytes);
+                              r->CopyTo(out[i].data());
+                              calls[i].fetch_add(1);
+                            });
+      started.fetch_add(1);
+    }
+  });
+  // Polled, with a generous bound only so that a read that blocks fails the test, not hangs it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (started.load() < kReads && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(started.load(), kReads) << "a read waited for the disks before returning";
+  EXPECT_EQ(at_disks(), uint64_t{kReads});
+  for (int i = 0; i < kReads; ++i) EXPECT_EQ(calls[i].load(), 0) << "read " << i;
+  end_hold();
+  reader.join();
+  while (rig.clock.AdvanceToNext()) {
+  }
+  EXPECT_EQ(at_disks(), 0u);
+  EXPECT_EQ(rig.cache->Stats().demand_misses, uint64_t{kReads});
+  for (int i = 0; i < kReads; ++i) {
+    EXPECT_EQ(calls[i].load(), 1) << "times read " << i << " completed";
+    EXPECT_EQ(out[i], data.substr(uint64_t{kUnit} * i, 4096)) << "read " << i;
+  }
 }
 
 }  // namespace
