@@ -6,8 +6,9 @@
 //
 // Writes are whole 4 KiB pages whose every byte says (page, generation), so a reader can tell a
 // page some write left from bytes no write left: every page a read returns must be all zeros
-// (never written) or one write's page, whichever generation. At the end each page holds its last
-// generation, on the disks too (read back after a fresh cache).
+// (never written) or one write's page, and never older than the last write of that page that had
+// returned when the read started (a stale cached block would be whole, but old). At the end each
+// page holds its last generation, on the disks too (read back after a fresh cache).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -101,6 +102,30 @@ class ConcurrentIoTest : public ::testing::Test {
     auto n = fs_->Write(ino, page * kPage, bytes.data(), bytes.size());
     ASSERT_TRUE(n.ok()) << n.status().ToString();
   }
+  // The generation whose write leaves `byte` in `page`: 0 for a hole, -1 for a byte no write of
+  // generations 1..250 leaves (PageByte differs for each of them: 7 is invertible modulo 251).
+  static int GenerationOf(uint64_t page, char byte) {
+    if (byte == 0) return 0;
+    for (uint32_t g = 1; g < 251; ++g) {
+      if (PageByte(page, g) == byte) return static_cast<int>(g);
+    }
+    return -1;
+  }
+  // Checks that each page in [offset, offset + data.size()) is at least the generation `at_least`
+  // gives for it (the pages' numbers index it).
+  static ::testing::AssertionResult NoPageOlderThan(uint64_t offset, const std::string& data,
+                                                    const std::vector<uint32_t>& at_least) {
+    for (size_t at = 0; at < data.size(); at += kPage) {
+      const uint64_t page = (offset + at) / kPage;
+      const int generation = GenerationOf(page, data[at]);
+      if (generation < static_cast<int>(at_least[page])) {
+        return ::testing::AssertionFailure()
+               << "page " << page << " read as generation " << generation << " after write "
+               << at_least[page] << " of it had returned";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
   // Checks that each whole page in [offset, offset + data.size()) is a hole or one write's page.
   static ::testing::AssertionResult PagesAreWhole(uint64_t offset, const std::string& data) {
     for (size_t at = 0; at < data.size(); at += kPage) {
@@ -120,6 +145,95 @@ class ConcurrentIoTest : public ::testing::Test {
     return ::testing::AssertionSuccess();
   }
 
+  // `writers` threads rewrite the `pages` pages of `ino` generation by generation, 1 to
+  // `generations` (writer w the pages p with p % writers == w), while `readers` threads read
+  // ranges at random, half of them through the FUSE path (ReadAsync), until the writers are done
+  // and 200 reads were made. Every page a read returns must be whole and not older than the last
+  // write of it that had returned when the read started. With `paced`, each write waits until
+  // `readers` reads ended after the one before it: reads then also run while no write does, when
+  // the blocks they fetch are cached. Returns the reads made by ReadAsync.
+  uint64_t ReadWhileWriting(uint64_t ino, uint64_t pages, int writers, int readers,
+                            uint32_t generations, bool paced = false) {
+    // The last generation of each page whose write has returned.
+    std::vector<std::atomic<uint32_t>> written(pages);
+    std::vector<std::thread> threads;
+    std::atomic<int> writers_left{writers};
+    std::atomic<uint64_t> reads{0};
+    std::atomic<uint64_t> async_reads{0};
+    std::atomic<int> readers_left{readers};  // a reader that failed an ASSERT leaves early
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        for (uint32_t g = 1; g <= generations; ++g) {
+          for (uint64_t p = w; p < pages; p += writers) {
+            WritePage(ino, p, g);
+            written[p].store(g, std::memory_order_release);
+            const uint64_t before = reads.load();
+            while (paced && readers_left.load() > 0 && reads.load() < before + readers) {
+              std::this_thread::yield();
+            }
+          }
+        }
+        --writers_left;
+      });
+    }
+    for (int r = 0; r < readers; ++r) {
+      threads.emplace_back([&, r] {
+        struct Leaving {
+          std::atomic<int>* left;
+          ~Leaving() { --*left; }
+        } leaving{&readers_left};
+        std::mt19937_64 rng(r);
+        while (writers_left.load() > 0 || reads.load() < 200) {
+          const uint64_t page = rng() % pages;
+          const size_t length = kPage * (1 + rng() % 40);  // up to 160 KiB: several blocks
+          const cache::ReadContext context{static_cast<uint64_t>(100 + r),
+                                           static_cast<uint32_t>(100 + r)};
+          // What the read must not predate: the writes that returned before it starts.
+          std::vector<uint32_t> at_least(pages);
+          for (uint64_t p = 0; p < pages; ++p) {
+            at_least[p] = written[p].load(std::memory_order_acquire);
+          }
+          if (rng() % 2 == 0) {
+            std::string out(length, '\0');
+            auto n = fs_->Read(context, ino, page * kPage, length, out.data());
+            ASSERT_TRUE(n.ok()) << n.status().ToString();
+            out.resize(*n);
+            ASSERT_TRUE(PagesAreWhole(page * kPage, out));
+            ASSERT_TRUE(NoPageOlderThan(page * kPage, out, at_least));
+          } else {
+            // The FUSE path: a reply from references to the cache's buffers, maybe on a ring
+            // thread.
+            Mutex mu;
+            CondVar done_cv;
+            bool done = false;
+            std::string out;
+            fs_->ReadAsync(context, ino, page * kPage, length, [&](Result<cache::ReadData> data) {
+              std::string copy;
+              if (data.ok()) {
+                copy.resize(data->bytes);
+                data->CopyTo(copy.data());
+              } else {
+                ADD_FAILURE() << data.status().ToString();
+              }
+              MutexLock lock(&mu);
+              out = std::move(copy);
+              done = true;
+              done_cv.Signal();
+            });
+            MutexLock lock(&mu);
+            while (!done) done_cv.Wait(&mu);
+            ASSERT_TRUE(PagesAreWhole(page * kPage, out));
+            ASSERT_TRUE(NoPageOlderThan(page * kPage, out, at_least));
+            ++async_reads;
+          }
+          ++reads;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return async_reads.load();
+  }
+
   TempDir dir_{"tipfs-concurrent-io"};
   SystemClock clock_;
   std::unique_ptr<stripe::Volume> volume_;
@@ -130,68 +244,10 @@ class ConcurrentIoTest : public ::testing::Test {
 };
 
 TEST_F(ConcurrentIoTest, ReadersAndWritersOfOneFileSeeOnlyWholeWrites) {
-  constexpr int kWriters = 4;
-  constexpr int kReaders = 4;
   constexpr uint64_t kPages = 256;  // 1 MiB: 16 stripe units over 4 disks
   constexpr uint32_t kGenerations = 12;
   const uint64_t ino = Create("shared");
-  // Writer w owns the pages p with p % kWriters == w and rewrites them generation by generation.
-  std::vector<std::thread> threads;
-  std::atomic<int> writers_left{kWriters};
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      for (uint32_t g = 1; g <= kGenerations; ++g) {
-        for (uint64_t p = w; p < kPages; p += kWriters) WritePage(ino, p, g);
-      }
-      --writers_left;
-    });
-  }
-  std::atomic<uint64_t> reads{0};
-  std::atomic<uint64_t> async_reads{0};
-  for (int r = 0; r < kReaders; ++r) {
-    threads.emplace_back([&, r] {
-      std::mt19937_64 rng(r);
-      while (writers_left.load() > 0 || reads.load() < 200) {
-        const uint64_t page = rng() % kPages;
-        const size_t length = kPage * (1 + rng() % 40);  // up to 160 KiB: several blocks
-        const cache::ReadContext context{static_cast<uint64_t>(100 + r),
-                                         static_cast<uint32_t>(100 + r)};
-        if (rng() % 2 == 0) {
-          std::string out(length, '\0');
-          auto n = fs_->Read(context, ino, page * kPage, length, out.data());
-          ASSERT_TRUE(n.ok()) << n.status().ToString();
-          out.resize(*n);
-          ASSERT_TRUE(PagesAreWhole(page * kPage, out));
-        } else {
-          // The FUSE path: a reply from references to the cache's buffers, maybe on a ring thread.
-          Mutex mu;
-          CondVar done_cv;
-          bool done = false;
-          std::string out;
-          fs_->ReadAsync(context, ino, page * kPage, length, [&](Result<cache::ReadData> data) {
-            std::string copy;
-            if (data.ok()) {
-              copy.resize(data->bytes);
-              data->CopyTo(copy.data());
-            } else {
-              ADD_FAILURE() << data.status().ToString();
-            }
-            MutexLock lock(&mu);
-            out = std::move(copy);
-            done = true;
-            done_cv.Signal();
-          });
-          MutexLock lock(&mu);
-          while (!done) done_cv.Wait(&mu);
-          ASSERT_TRUE(PagesAreWhole(page * kPage, out));
-          ++async_reads;
-        }
-        ++reads;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_GT(async_reads.load(), 0u);
+  EXPECT_GT(ReadWhileWriting(ino, kPages, /*writers=*/4, /*readers=*/4, kGenerations), 0u);
   auto attr = fs_->GetAttr(ino);
   ASSERT_TRUE(attr.ok());
   EXPECT_EQ(attr->size, kPages * kPage);
@@ -212,6 +268,18 @@ TEST_F(ConcurrentIoTest, ReadersAndWritersOfOneFileSeeOnlyWholeWrites) {
       EXPECT_GT(info.direct_reads, 0u) << disk->name();
     }
   }
+}
+
+// One writer that lets reads run between its writes: blocks fetched then are cached, and the
+// next write must patch (or drop) them. A read that starts after that write returned never gets
+// the cached bytes from before it.
+TEST_F(ConcurrentIoTest, AReadAfterAWriteReturnedNeverSeesAnOlderPage) {
+  const uint64_t ino = Create("one-writer");
+  ReadWhileWriting(ino, /*pages=*/64, /*writers=*/1, /*readers=*/4, /*generations=*/20,
+                   /*paced=*/true);
+  // The case this guards happened: writes met cached blocks.
+  EXPECT_GT(cache_->Stats().write_blocks_updated, 0u);
+  ASSERT_TRUE(fs_->Release(ino).ok());
 }
 
 TEST_F(ConcurrentIoTest, ManyFilesWrittenReadTruncatedAndRemovedAtOnce) {
