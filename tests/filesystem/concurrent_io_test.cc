@@ -275,7 +275,7 @@ TEST_F(ConcurrentIoTest, ReadersAndWritersOfOneFileSeeOnlyWholeWrites) {
 // the cached bytes from before it.
 TEST_F(ConcurrentIoTest, AReadAfterAWriteReturnedNeverSeesAnOlderPage) {
   const uint64_t ino = Create("one-writer");
-  ReadWhileWriting(ino, /*pages=*/64, /*writers=*/1, /*readers=*/4, /*generations=*/20,
+  ReadWhileWriting(ino, /*pages=*/64, /*writers=*/1, /*readers=*/4, /*generations=*/6,
                    /*paced=*/true);
   // The case this guards happened: writes met cached blocks.
   EXPECT_GT(cache_->Stats().write_blocks_updated, 0u);
