@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,18 @@ constexpr size_t kOpsPerChunk = 64;
 constexpr size_t kMaxDeferredRings = 64;
 // user_data of the eventfd read that wakes the ring thread (ops are aligned pointers, never 1).
 constexpr uint64_t kWakeTag = 1;
+// Waits between enters the kernel keeps refusing: short at first (a refusal may be momentary),
+// doubling, and bounded so that a kernel that takes submissions again is used within 200 ms.
+constexpr int64_t kFirstBackoffNs = 1'000'000;
+constexpr int64_t kMaxBackoffNs = 200'000'000;
+// While refusals last, a reminder at most this often (the first one is reported at once).
+constexpr int64_t kRefusalReportNs = 10'000'000'000;
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // The ring whose thread this is (a Submit from its finish callbacks only queues).
 thread_local IoRing* t_ring_thread = nullptr;
@@ -136,6 +149,10 @@ void IoRing::Submit(Op* op) {
 }
 
 void IoRing::Wake() {
+  if (backing_off_.load()) {
+    MutexLock lock(&mu_);
+    backoff_cv_.Signal();
+  }
   if (!sleeping_.load() || wake_sent_.exchange(true)) return;
   const uint64_t one = 1;
   // An eventfd write of 8 bytes cannot be short; EAGAIN would mean the counter is saturated, in
@@ -180,6 +197,14 @@ void IoRing::Loop() {
     Enter(wait);
     sleeping_.store(false);
     Reap();
+    if (backoff_ns_ > 0) BackOff();
+  }
+  if (refused_in_run_ > 0) {
+    std::fprintf(stderr,
+                 "tipfs: io_uring_enter still refused when the ring stopped: %llu enters refused, "
+                 "%llu requests failed\n",
+                 static_cast<unsigned long long>(refused_in_run_),
+                 static_cast<unsigned long long>(failed_in_run_));
   }
   t_ring_thread = nullptr;
 }
@@ -264,18 +289,70 @@ void IoRing::Enter(bool wait) {
     MutexLock lock(&mu_);
     ++counters_.enters;
   }
-  if (r >= 0 || r == -EINTR) return;  // EINTR: what was not taken goes in with the next enter
+  if (r >= 0) {
+    if (refused_in_run_ > 0) EndRefusals();
+    return;
+  }
+  if (r == -EINTR) return;  // what was not taken goes in with the next enter
   const uint32_t unsubmitted = UnsubmittedOps();
   const bool transient = r == -EAGAIN || r == -ENOMEM || r == -EBUSY;
   // Ops the kernel holds will complete and free what it ran short of: wait for one, then the
-  // next loop submits the rest. Otherwise nothing would change: fail what it refused.
+  // next loop submits the rest. Otherwise (or if it refuses even the wait) nothing would change:
+  // fail what it refused.
   if (transient && in_kernel_ > unsubmitted) {
-    (void)io_uring_enter(ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS, nullptr);
-    return;
+    const int w = io_uring_enter(ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS, nullptr);
+    if (w >= 0 || w == -EINTR) return;
   }
-  std::fprintf(stderr, "tipfs: io_uring_enter: %s; failing %u requests\n", std::strerror(-r),
-               unsubmitted);
-  FailUnsubmitted(-r);
+  Refused(-r, unsubmitted);
+}
+
+void IoRing::Refused(int err, uint32_t unsubmitted) {
+  ++refused_in_run_;
+  failed_in_run_ += unsubmitted;
+  backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(2 * backoff_ns_, kMaxBackoffNs);
+  {
+    MutexLock lock(&mu_);
+    ++counters_.refused_enters;
+  }
+  const int64_t now = SteadyNanos();
+  if (refused_in_run_ == 1) {
+    std::fprintf(stderr,
+                 "tipfs: io_uring_enter: %s; failing %u requests; while it refuses, requests "
+                 "fail with this error and the ring retries after waits of up to %lld ms\n",
+                 std::strerror(err), unsubmitted,
+                 static_cast<long long>(kMaxBackoffNs / 1'000'000));
+    run_reported_ns_ = now;
+  } else if (now - run_reported_ns_ >= kRefusalReportNs) {
+    std::fprintf(stderr,
+                 "tipfs: io_uring_enter: still refused (%s): %llu enters, %llu requests failed\n",
+                 std::strerror(err), static_cast<unsigned long long>(refused_in_run_),
+                 static_cast<unsigned long long>(failed_in_run_));
+    run_reported_ns_ = now;
+  }
+  FailUnsubmitted(err);
+}
+
+void IoRing::BackOff() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(backoff_ns_);
+  MutexLock lock(&mu_);
+  backing_off_.store(true);
+  // in_flight_ drops only on this thread, so a stop cannot become possible while it waits.
+  while (incoming_head_ == nullptr &&
+         !(stopping_ && in_flight_.load(std::memory_order_acquire) == 0)) {
+    if (!backoff_cv_.WaitUntil(&mu_, deadline)) break;
+  }
+  backing_off_.store(false);
+}
+
+void IoRing::EndRefusals() {
+  std::fprintf(stderr,
+               "tipfs: io_uring_enter works again after %llu refused enters (%llu requests "
+               "failed)\n",
+               static_cast<unsigned long long>(refused_in_run_),
+               static_cast<unsigned long long>(failed_in_run_));
+  refused_in_run_ = 0;
+  failed_in_run_ = 0;
+  backoff_ns_ = 0;
 }
 
 uint32_t IoRing::UnsubmittedOps() const {

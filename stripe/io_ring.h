@@ -21,6 +21,10 @@
 //                 failing with anything but EINTR, or EAGAIN/ENOMEM while nothing is in flight to
 //                 free resources) fails the ops it carried with that errno: no waiter hangs and
 //                 nothing is retried in a loop.
+//   backing off -> while the kernel keeps refusing, the ring thread waits before it enters
+//                 again (1 ms, doubling to 200 ms), woken early by a Submit so that new ops are
+//                 tried (and, if refused, failed) at once. One message when the refusals start,
+//                 one every 10 s while they last, one with their count when an enter succeeds.
 // At most `entries` ops are in the kernel, so neither the SQ nor the CQ can overflow.
 //
 // Batching: inside an IoRing::SubmitBatch scope, Submit queues but the wake-up of a sleeping
@@ -74,11 +78,12 @@ class IoRing {
 
   // What the ring did since it was made (for stats and tests).
   struct Counters {
-    uint64_t ops = 0;            // ops finished (counted before their callbacks run)
-    uint64_t enters = 0;         // io_uring_enter calls (each submits a batch and/or waits)
-    uint64_t wakeups = 0;        // eventfd wake-ups of a sleeping ring thread
-    uint64_t queued = 0;         // ops that waited for a free slot in the kernel
-    uint64_t submit_errors = 0;  // ops failed because io_uring_enter refused them
+    uint64_t ops = 0;             // ops finished (counted before their callbacks run)
+    uint64_t enters = 0;          // io_uring_enter calls (each submits a batch and/or waits)
+    uint64_t wakeups = 0;         // eventfd wake-ups of a sleeping ring thread
+    uint64_t queued = 0;          // ops that waited for a free slot in the kernel
+    uint64_t submit_errors = 0;   // ops failed because io_uring_enter refused them
+    uint64_t refused_enters = 0;  // io_uring_enter calls refused (each followed by a backoff)
   };
 
   // Starts the ring thread, which sets up the ring. Fails with the errno of io_uring_queue_init
@@ -127,6 +132,12 @@ class IoRing {
   uint32_t UnsubmittedOps() const;
   // Fails the ops whose SQEs the kernel did not take with -err.
   void FailUnsubmitted(int err);
+  // An enter the kernel refused with -err: fails what it carried, reports, doubles the backoff.
+  void Refused(int err, uint32_t unsubmitted);
+  // After a refusal: waits out the backoff, or until an op is queued or the ring may stop.
+  void BackOff();
+  // An enter succeeded: ends a run of refusals (reports it once).
+  void EndRefusals();
   void Reap();
   // Decides what a CQE means for its op: true when the op is finished.
   bool HandleResult(Op* op, int res, int64_t* final_result);
@@ -144,6 +155,11 @@ class IoRing {
   uint64_t wake_buffer_ = 0;
   bool wake_armed_ = false;
   std::vector<std::pair<Op*, int64_t>> finished_;
+  // The current run of refused enters (none when refused_in_run_ == 0).
+  uint64_t refused_in_run_ = 0;
+  uint64_t failed_in_run_ = 0;   // ops failed by those refusals
+  int64_t backoff_ns_ = 0;       // the wait before the next enter; 0 when not refused
+  int64_t run_reported_ns_ = 0;  // steady_clock time of the run's last message
 
   mutable Mutex mu_;
   Op* incoming_head_ GUARDED_BY(mu_) = nullptr;  // FIFO
@@ -163,6 +179,11 @@ class IoRing {
   // One eventfd write per sleep: set by the submitter that writes, cleared by the ring thread
   // when it reads the eventfd.
   std::atomic<bool> wake_sent_{false};
+  // Set under mu_ by the ring thread while it backs off on backoff_cv_ (the eventfd cannot wake
+  // it: its read goes through the io_uring_enter the kernel refuses). Wake() signals it under
+  // mu_, so a Submit that appended before the flag was set is seen by the thread's own check.
+  std::atomic<bool> backing_off_{false};
+  CondVar backoff_cv_;
 };
 
 }  // namespace tipfs::stripe
