@@ -13,6 +13,7 @@
 #include <cstring>
 #include <future>
 
+#include "util/clock.h"
 #include "util/mutex.h"
 
 namespace tipfs::stripe {
@@ -32,12 +33,6 @@ constexpr int64_t kFirstBackoffNs = 1'000'000;
 constexpr int64_t kMaxBackoffNs = 200'000'000;
 // While refusals last, a reminder at most this often (the first one is reported at once).
 constexpr int64_t kRefusalReportNs = 10'000'000'000;
-
-int64_t SteadyNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The ring whose thread this is (a Submit from its finish callbacks only queues).
 thread_local IoRing* t_ring_thread = nullptr;
@@ -314,7 +309,7 @@ void IoRing::Refused(int err, uint32_t unsubmitted) {
     MutexLock lock(&mu_);
     ++counters_.refused_enters;
   }
-  const int64_t now = SteadyNanos();
+  const int64_t now = SystemClock::Default()->NowNanos();
   if (refused_in_run_ == 1) {
     std::fprintf(stderr,
                  "tipfs: io_uring_enter: %s; failing %u requests; while it refuses, requests "
