@@ -4,14 +4,16 @@
 // A write patches a cached block's buffer in place only when it can prove that no reader uses
 // the buffer (docs/DESIGN.md "Writes into cached blocks"); otherwise it patches a copy, which
 // replaces the block's buffer, and readers keep the bytes they pinned. The proof:
-//   - a pin is taken only under FileCache::mu_ (BufferPin is made only by FileCache::Pin), and
-//     released after the reader's last access to the bytes, with a release decrement;
-//   - the writer, under mu_, loads the count with acquire. Every change of the count is a
-//     read-modify-write, so each release decrement heads a release sequence that runs through
-//     every later change: a load that reads 0 synchronizes with the decrement of every pin taken
-//     before (their increments precede it in the count's modification order, as mu_ orders them
-//     before the load), so those readers' accesses happen before the patch. A pin taken after the
-//     writer let go of mu_ happens after the patch and sees the new bytes.
+//   - a pin is taken only under FileCache::mu_ or under the block's shard mutex (a hit without
+//     mu_, cache/block_shards.h) (BufferPin is made only by FileCache::Pin), and released after
+//     the reader's last access to the bytes, with a release decrement;
+//   - the writer holds both mu_ and the shard mutex from its check to the end of its patch, and
+//     loads the count with acquire. Every change of the count is a read-modify-write, so each
+//     release decrement heads a release sequence that runs through every later change: a load
+//     that reads 0 synchronizes with the decrement of every pin taken before (their increments
+//     precede it in the count's modification order, as the locks order them before the load),
+//     so those readers' accesses happen before the patch. A pin taken after the writer let go
+//     of the locks happens after the patch and sees the new bytes.
 // shared_ptr's use_count() would not do: it is a relaxed load, and a reader that has just let go
 // of its reference is not ordered before the writer. The count is not a lifetime: the shared_ptr
 // still keeps the buffer alive.
@@ -44,7 +46,8 @@ class BlockBuffer {
   BlockBuffer& operator=(const BlockBuffer&) = delete;
 
   char* bytes() const { return bytes_; }
-  // True when no reader holds a pin. REQUIRES: FileCache::mu_ held (so no pin is being taken).
+  // True when no reader holds a pin. REQUIRES: FileCache::mu_ and the block's shard mutex held
+  // (so no pin is being taken).
   bool Unpinned() const { return pins_.load(std::memory_order_acquire) == 0; }
 
  private:
@@ -81,9 +84,9 @@ class BufferPin {
   }
 
  private:
-  friend class FileCache;  // pins only under its mu_ (FileCache::Pin)
+  friend class FileCache;  // pins only under its mu_ or a shard mutex (FileCache::Pin)
   explicit BufferPin(std::shared_ptr<BlockBuffer> buffer) : buffer_(std::move(buffer)) {
-    // Relaxed: mu_ orders it against the writer's check.
+    // Relaxed: mu_ or the shard mutex orders it against the writer's check.
     buffer_->pins_.fetch_add(1, std::memory_order_relaxed);
   }
 

@@ -6,11 +6,10 @@
 
 namespace tipfs::cache {
 
-BlockTable::BlockTable(uint32_t tail_window) : tail_window_(std::max<uint32_t>(1, tail_window)) {}
+BlockTable::BlockTable(BlockShards* index, uint32_t tail_window)
+    : index_(index), tail_window_(std::max<uint32_t>(1, tail_window)) {}
 
 BlockTable::~BlockTable() = default;
-
-Block* BlockTable::Find(uint64_t ino, uint64_t index) const { return index_.Find(ino, index); }
 
 Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
   auto block = std::make_unique<Block>();
@@ -23,7 +22,7 @@ Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
     std::fprintf(stderr, "INTERNAL ERROR: BlockTable::Insert of an existing block\n");
     std::abort();
   }
-  index_.Insert(ino, index, raw);
+  index_->Insert(ino, index, raw);
   ++blocks_;
   return raw;
 }
@@ -33,7 +32,7 @@ void BlockTable::Erase(Block* b) {
   auto it = inodes_.find(b->key.ino);
   if (it == inodes_.end()) return;
   const uint64_t ino = b->key.ino;
-  index_.Erase(b->key.ino, b->key.index);
+  index_->Erase(b->key.ino, b->key.index);  // before the block is deleted
   if (it->second.blocks.erase(b->key.index) > 0) --blocks_;
   MaybeDropInode(ino);
 }

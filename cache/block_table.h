@@ -10,7 +10,9 @@
 // Blocks held by hints (hint_refs > 0) and blocks in flight are on no queue; the TIP manager
 // decides about them through their hint streams.
 //
-// Not thread-safe: FileCache guards the table with its mutex.
+// Not thread-safe: FileCache guards the table with its mutex, the owner's lock. The index of its
+// blocks by key is a BlockShards (block_shards.h), which a hit may also search under a shard's
+// own mutex; Insert and Erase change it under both.
 #pragma once
 
 #include <cstdint>
@@ -21,23 +23,10 @@
 #include <vector>
 
 #include "cache/block_buffer.h"
-#include "cache/block_index.h"
+#include "cache/block_key.h"
+#include "cache/block_shards.h"
 
 namespace tipfs::cache {
-
-struct BlockKey {
-  uint64_t ino = 0;
-  uint64_t index = 0;
-  bool operator==(const BlockKey&) const = default;
-};
-
-struct BlockKeyHash {
-  size_t operator()(const BlockKey& k) const {
-    uint64_t h = k.ino * 0x9E3779B97F4A7C15ull ^ (k.index + 0x632BE59BD9B4E019ull);
-    h ^= h >> 29;
-    return static_cast<size_t>(h * 0xBF58476D1CE4E5B9ull);
-  }
-};
 
 // Why a block was read from the disks (counters and eviction placement depend on it).
 enum class BlockOrigin : uint8_t { kDemand, kReadahead, kHinted, kWarmup };
@@ -45,6 +34,9 @@ enum class BlockQueue : uint8_t { kNone, kLru, kEvictFirst };
 
 struct Fetch;  // an in-flight read, owned by FileCache
 
+// The fields a hit reads (data, valid_mask, tail_end; key and id are fixed) change only under
+// the owner's lock and the block's shard mutex together (BlockShards::ShardMutex); the others
+// only under the owner's lock.
 struct Block {
   BlockKey key;
   uint64_t id = 0;    // unique for the table's life: tells a re-created block from an old one
@@ -91,13 +83,14 @@ struct InodeState {
 
 class BlockTable {
  public:
-  // `tail_window`: k, the LRU tail window and ghost list length (>= 1).
-  explicit BlockTable(uint32_t tail_window);
+  // `tail_window`: k, the LRU tail window and ghost list length (>= 1). REQUIRES: `index`
+  // outlives the table, and only the table inserts into or erases from it.
+  BlockTable(BlockShards* index, uint32_t tail_window);
   ~BlockTable();
   BlockTable(const BlockTable&) = delete;
   BlockTable& operator=(const BlockTable&) = delete;
 
-  Block* Find(uint64_t ino, uint64_t index) const;
+  Block* Find(uint64_t ino, uint64_t index) const { return index_->Find(ino, index); }
   // REQUIRES: no block (ino, index). The new block is on no queue.
   Block* Insert(uint64_t ino, uint64_t index, uint32_t disk);
   // Unqueues and deletes the block. REQUIRES: b->fetch == nullptr or the caller detached it.
@@ -153,7 +146,7 @@ class BlockTable {
   // A hit used to walk the file's std::map (about 15 dependent cache misses for a 1 GiB file in
   // 64 KiB blocks), 7.6 % of all samples of warm-rand-16 in direct mode, under mu_; then a
   // std::unordered_map (bucket, then node: 5 %). The maps stay for ranges in index order.
-  BlockIndex index_;
+  BlockShards* const index_;
   uint64_t blocks_ = 0;
   uint64_t next_id_ = 1;
 

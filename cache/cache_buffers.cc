@@ -11,7 +11,7 @@ CacheBuffers::CacheBuffers(const stripe::Layout& layout, uint32_t block_size,
       block_size_(block_size),
       disk_count_(layout.disk_count()),
       capacity_blocks_(capacity_blocks),
-      table_(TailWindowFor(capacity_blocks)),
+      table_(&shards_, TailWindowFor(capacity_blocks)),
       max_prefetches_per_disk_(max_prefetches_per_disk),
       disk_prefetches_(disk_count_, 0),
       disks_with_room_(max_prefetches_per_disk > 0 ? disk_count_ : 0) {}
@@ -42,8 +42,8 @@ void CacheBuffers::SetMaxPrefetchesPerDisk(uint32_t max_prefetches_per_disk) {
 
 bool CacheBuffers::MakeRoomFromUnheld() {
   while (table_.size() >= capacity_blocks_) {
-    Block* victim = table_.EvictFirstColdest();
-    if (victim == nullptr) victim = table_.LruColdest();
+    Block* victim = EvictFirstColdest();
+    if (victim == nullptr) victim = LruColdest();
     if (victim == nullptr) return false;
     EvictBlock(victim);
   }

@@ -56,9 +56,17 @@ class CacheBuffers {
   // The LRU queue's tail window (BlockTable): k, and how many buffers are in it now.
   uint32_t lru_tail_window() const REQUIRES(mu_) { return table_.tail_window(); }
   uint64_t lru_tail_count() const REQUIRES(mu_) { return table_.tail_count(); }
-  // The next block each queue would give up (null when it is empty).
-  Block* EvictFirstColdest() const REQUIRES(mu_) { return table_.EvictFirstColdest(); }
-  Block* LruColdest() const REQUIRES(mu_) { return table_.LruColdest(); }
+  // The next block each queue would give up (null when it is empty), once the hits served
+  // without mu() have moved their blocks (ApplyDeferredHits): the order is the queues' as if
+  // every hit had taken mu().
+  Block* EvictFirstColdest() REQUIRES(mu_) {
+    ApplyDeferredHits();
+    return table_.EvictFirstColdest();
+  }
+  Block* LruColdest() REQUIRES(mu_) {
+    ApplyDeferredHits();
+    return table_.LruColdest();
+  }
 
   // ---- Buffer operations ----
   // One more hint holds b: it leaves its queue (no queue gives a held block up, only the
@@ -102,9 +110,9 @@ class CacheBuffers {
     return disk_prefetches_[disk] < max_prefetches_per_disk_;
   }
   // Some disk has room for a prefetch. Wait-free, with or without mu(): the manager's wake-up
-  // after a read or a completion reads it without the lock (a hit takes mu() only for its
-  // lookups). Read without mu() it may miss a completion racing with it, but that completion
-  // reads its own update when it wakes the manager in turn, so no round is lost.
+  // after a read or a completion reads it without the lock (a hit takes no mu()). Read without mu()
+  // it may miss a completion racing with it, but that completion reads its own update when it wakes
+  // the manager in turn, so no round is lost.
   bool AnyDiskHasRoom() const { return disks_with_room_.load(std::memory_order_acquire) != 0; }
   // The one way a new block leaves the manager: in flight for `purpose`, queued for submission
   // (DrainIssues), or nullptr when the block's disk has its share of prefetches in flight or the
@@ -126,6 +134,9 @@ class CacheBuffers {
       REQUIRES(mu_) = 0;
   // Submits the fetches queued under mu() (demand first). Takes mu() itself.
   virtual void DrainIssues() EXCLUDES(mu_) = 0;
+  // Applies the hits the data path served under a shard's mutex alone (BlockShards) to the
+  // queues and counters, in the order they happened. Cheap when there are none.
+  virtual void ApplyDeferredHits() REQUIRES(mu_) = 0;
 
   // ---- Counters the manager reads ----
   // Read-ahead blocks issued, and read on demand before they were evicted (its accuracy).
@@ -156,6 +167,8 @@ class CacheBuffers {
   // across StripedIo calls, waits, or callers' callbacks.
   mutable Mutex mu_;
   uint64_t capacity_blocks_ GUARDED_BY(mu_);
+  // The table's index, which the hit path also searches under a shard's own mutex (not mu_).
+  BlockShards shards_;
   BlockTable table_ GUARDED_BY(mu_);
   // The data path's counter fields (the manager counts its own); gauges are filled in by
   // FileCache::Stats().

@@ -175,6 +175,9 @@ struct CacheStats {
   // or `inflight_waits`: joined a fetch already in flight).
   uint64_t demand_reads = 0;
   uint64_t demand_hits = 0;
+  // Of the hits, those served under their blocks' shard mutexes without the cache's lock (a
+  // reader no hint names; cache/block_shards.h).
+  uint64_t hits_without_table_lock = 0;
   uint64_t demand_misses = 0;
   uint64_t inflight_waits = 0;
   // Partially valid blocks (FileCache::DemandPart). Private: demand misses whose granules came

@@ -214,6 +214,18 @@ std::optional<Result<size_t>> FileCache::StartRead(
   // Parts of a read served from memory; reused per thread so a hit allocates nothing.
   thread_local std::vector<ReadPart> scratch;
   scratch.clear();
+  // A hit of a reader that no hint names takes no lock of the whole cache: its blocks' shard
+  // mutexes only. A hinter's read takes mu_: its hits must reach the queues before its hints
+  // are consumed (a consumed block goes first to evict, a hit moves it to the LRU).
+  if (!spec && !manager_->MayConsumeHints(ctx)) {
+    const int64_t cpu0 = timed ? clock_->ThreadCpuNanos() : 0;
+    if (HitWithoutTableLock(ino, offset, n, &scratch)) {
+      const int64_t lookup_cpu = timed ? clock_->ThreadCpuNanos() - cpu0 : 0;
+      manager_->OnDemandRead(ctx, ino, offset, n, file_size, now);
+      manager_->WakeIfUseful(/*over_capacity=*/false, now);
+      return FinishHit(&scratch, first, offset, n, out, shared, reader.get(), timed, lookup_cpu);
+    }
+  }
   std::shared_ptr<PendingRead> pending;
   bool eagain = false;
   LruEvents lru;
@@ -222,6 +234,8 @@ std::optional<Result<size_t>> FileCache::StartRead(
   {
     MutexLock lock(&mu_);
     const int64_t cpu_locked = timed ? clock_->ThreadCpuNanos() : 0;
+    // Hits served meanwhile without mu_ go first: this read's own misses may evict.
+    ApplyDeferredHits();
     if (spec) {
       ++counters_.spec_reads;
     } else {
@@ -299,6 +313,13 @@ std::optional<Result<size_t>> FileCache::StartRead(
     manager_->RunIfInline();
     return std::nullopt;
   }
+  return FinishHit(&scratch, first, offset, n, out, shared, spec ? nullptr : reader.get(),
+                   timed && !spec, hit_cpu);
+}
+
+Result<size_t> FileCache::FinishHit(std::vector<ReadPart>* parts, uint64_t first, uint64_t offset,
+                                    uint64_t n, char* out, ReadData* shared, ReaderTiming* reader,
+                                    bool timed, int64_t hit_cpu) {
   Status st;
   {
     // A shared read (ReadShared, every FUSE read) copies nothing here, it only takes references:
@@ -306,17 +327,75 @@ std::optional<Result<size_t>> FileCache::StartRead(
     std::optional<PerfSection> copy;
     if (out != nullptr) copy.emplace(Subsystem::kDataCopy);
     const int64_t cpu_copy = timed ? clock_->ThreadCpuNanos() : 0;
-    st = CopyParts(&scratch, first, block_size_, offset, n, out, shared);
+    st = CopyParts(parts, first, block_size_, offset, n, out, shared);
     if (timed) hit_cpu += clock_->ThreadCpuNanos() - cpu_copy;
   }
-  scratch.clear();
-  if (!spec) {
-    if (timed) events->RecordHit(hit_cpu, last - first + 1);
-    TipEvents::ReadFinished(reader.get(), clock_->NowNanos());
-  }
+  const uint64_t blocks = parts->size();
+  parts->clear();
+  if (timed) manager_->events()->RecordHit(hit_cpu, blocks);
+  TipEvents::ReadFinished(reader, clock_->NowNanos());
   manager_->RunIfInline();
   if (!st.ok()) return Result<size_t>(st);
   return Result<size_t>(static_cast<size_t>(n));
+}
+
+bool FileCache::HitWithoutTableLock(uint64_t ino, uint64_t offset, uint64_t n,
+                                    std::vector<ReadPart>* parts) {
+  const uint64_t first = offset / block_size_;
+  const uint64_t last = (offset + n - 1) / block_size_;
+  thread_local std::vector<DeferredHit> hits;
+  hits.clear();
+  uint64_t deferred = 0;
+  for (uint64_t index = first; index <= last; ++index) {
+    const uint64_t block_start = index * block_size_;
+    const uint32_t lo = static_cast<uint32_t>(std::max(offset, block_start) - block_start);
+    const uint32_t hi =
+        static_cast<uint32_t>(std::min<uint64_t>(offset + n - block_start, block_size_));
+    MutexLock shard(shards_.ShardMutex(ino, index));
+    const Block* b = shards_.Find(ino, index);
+    if (b == nullptr || !Holds(*b, lo, hi)) {
+      parts->clear();  // unpins what this read pinned; nothing was counted
+      return false;
+    }
+    parts->push_back(ReadPart{Pin(b->data), nullptr});
+    hits.push_back(DeferredHit{0, b->key, b->id, index == last ? 1u : 0u});
+    // The read's hits go into the last block's shard, whose mutex is held: a read takes each of
+    // its shards' mutexes once.
+    if (index == last) deferred = shards_.DeferHits(ino, index, &hits);
+  }
+  // The queues follow in batches: the thread that finds enough kept applies them if mu_ is free
+  // (BP-Wrapper's try-lock), and waits for it only when far too many are kept.
+  if (deferred >= kDeferredHitsHardLimit) {
+    MutexLock lock(&mu_);
+    ApplyDeferredHits();
+  } else if (deferred >= kDeferredHitsBatch && mu_.TryLock()) {
+    ApplyDeferredHits();
+    mu_.Unlock();
+  }
+  return true;
+}
+
+void FileCache::ApplyDeferredHits() {
+  if (!shards_.HasDeferredHits()) return;
+  thread_local std::vector<DeferredHit> hits;
+  hits.clear();
+  shards_.TakeDeferredHits(&hits);
+  std::sort(hits.begin(), hits.end(),
+            [](const DeferredHit& a, const DeferredHit& b) { return a.seq < b.seq; });
+  LruEvents lru;
+  for (const DeferredHit& hit : hits) {
+    counters_.demand_reads += hit.reads;
+    Block* b = table_.Find(hit.key.ino, hit.key.index);
+    if (b != nullptr && b->id == hit.id) {
+      OnDemandHit(b, &lru);
+    } else {
+      // Written over, truncated or removed since: a hit all the same, which moves nothing.
+      ++counters_.demand_hits;
+      ++lru.accesses;
+    }
+  }
+  counters_.hits_without_table_lock += hits.size();
+  manager_->events()->RecordLru(clock_->NowNanos(), lru);
 }
 
 // Why a block is fetched, for the disks' statistics and the timeline.
@@ -491,9 +570,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
                         inode->writers == 0;
       if (keep) {
         const bool first_fill = b->data == nullptr;
-        b->data = fetch->buffer;
-        b->valid_mask |= fetch->mask;
-        ForgetCoveredTail(b);
+        FillFromFetch(b, *fetch);
         if (first_fill && b->origin == BlockOrigin::kHinted) ++counters_.hinted_prefetched;
         if (first_fill && b->origin == BlockOrigin::kWarmup) ++counters_.warmup_prefetched;
         if (b->hint_refs == 0) PlaceUnheld(b);
@@ -584,8 +661,8 @@ Status FileCache::SetOptions(const CacheOptions& requested) {
     // A smaller cache gives up its cheapest unheld buffers at once; the manager gives up held
     // ones (it knows what they are worth).
     while (table_.size() > capacity_blocks_) {
-      Block* b = table_.EvictFirstColdest();
-      if (b == nullptr) b = table_.LruColdest();
+      Block* b = EvictFirstColdest();
+      if (b == nullptr) b = LruColdest();
       if (b == nullptr) break;
       EvictBlock(b);
     }
@@ -626,10 +703,11 @@ StreamInfo FileCache::QueryStream(uint64_t stream) const { return manager_->Quer
 
 std::vector<StreamSummary> FileCache::ListStreams() const { return manager_->ListStreams(); }
 
-CacheStats FileCache::Stats() const {
+CacheStats FileCache::Stats() {
   CacheStats stats;
   {
     MutexLock lock(&mu_);
+    ApplyDeferredHits();  // so the counters and queues include every hit served
     stats = counters_;
     stats.capacity_blocks = capacity_blocks_;
     stats.block_size = block_size_;

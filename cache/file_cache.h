@@ -15,7 +15,9 @@
 // FakeClock over modelled disks, deterministically (with CacheOptions::manager_thread = false).
 //
 // Data path: Read serves cached blocks and fetches all missing blocks of one request in parallel
-// (a block already being fetched is waited for, never fetched twice). Writes go through to the
+// (a block already being fetched is waited for, never fetched twice). A read that hits every
+// block, by a process no hint names, takes only its blocks' shard mutexes (BlockShards) and
+// leaves its queue updates for the next holder of mu_ to apply in order. Writes go through to the
 // disks; cached blocks they cover are patched (or dropped when writes to the file overlap in time)
 // and a fetch that raced with a write never inserts its bytes, so no reader sees stale data.
 //
@@ -24,6 +26,8 @@
 //   TipManager::mu_     the manager's state (streams, caps, accuracy, read-ahead runs)
 //   mu_                 (CacheBuffers::mu()) the block table, queues, fetch lists, per-disk
 //                       prefetch counts, counters
+//   a BlockShards shard's mutex   the index entries and hit fields of its blocks (taken inside
+//                       mu_ by the writers of those, alone by a hit: cache/block_shards.h)
 //   PendingRead::mu     one waiting reader's latch (taken without mu_)
 //   TipEvents::mu_      the estimators' leaf lock
 //   the Clock's mutex   (NowNanos may be called under mu_)
@@ -122,7 +126,8 @@ class FileCache final : private CacheBuffers {
   // board (stripe/disk_health.h) when that changes.
   void SetDiskReadsFailing(uint32_t disk, bool failing);
 
-  CacheStats Stats() const;
+  // Not const: hits served without mu_ are applied to the counters and queues first.
+  CacheStats Stats();
   CacheOptions options() const;
   // Applies the run-time changeable fields; EINVAL (nothing changed) when a fixed field differs.
   Status SetOptions(const CacheOptions& options);
@@ -150,6 +155,17 @@ class FileCache final : private CacheBuffers {
                                           std::function<void(Result<ReadData>)>* shared_done,
                                           std::shared_ptr<PendingRead>* pending);
   Result<size_t> FinishPending(PendingRead* read, ReadData* shared);
+  // A demand read whose every block holds its bytes, served under the blocks' shard mutexes
+  // alone (cache/block_shards.h): pins the blocks into *parts and defers the hits. False, with
+  // nothing pinned or counted, when some block lacks bytes the read needs (it then takes mu_).
+  bool HitWithoutTableLock(uint64_t ino, uint64_t offset, uint64_t n, std::vector<ReadPart>* parts)
+      EXCLUDES(mu_);
+  // The end of a read served from memory: copies the pinned *parts into `out` (or hands them out
+  // in *shared), records T_hit (`hit_cpu`, when `timed`) and the reader's end.
+  Result<size_t> FinishHit(std::vector<ReadPart>* parts, uint64_t first, uint64_t offset,
+                           uint64_t n, char* out, ReadData* shared, ReaderTiming* reader,
+                           bool timed, int64_t hit_cpu);
+  void ApplyDeferredHits() override REQUIRES(mu_);
   void OnFetchDone(Fetch* fetch, Status status);
   // The completion's last step: one fetch fewer in flight.
   void FetchFinished() EXCLUDES(mu_);
@@ -166,9 +182,10 @@ class FileCache final : private CacheBuffers {
   std::shared_ptr<Fetch> NewFetch(uint64_t ino, uint64_t index, bool prefetch, uint64_t file_size,
                                   int64_t now, uint32_t lo, uint32_t hi,
                                   std::shared_ptr<BlockBuffer> buffer) REQUIRES(mu_);
-  // A reader's pin on a buffer (cache/block_buffer.h): taken only here, under mu_, which is what
-  // lets a writer holding mu_ trust an unpinned count.
-  BufferPin Pin(const std::shared_ptr<BlockBuffer>& buffer) const REQUIRES(mu_);
+  // A reader's pin on a buffer (cache/block_buffer.h): taken only here, under mu_ or (a hit)
+  // under the block's shard mutex, which is what lets a writer holding both trust an unpinned
+  // count.
+  BufferPin Pin(const std::shared_ptr<BlockBuffer>& buffer) const;
   // A read's part that waits for `fetch`, pinning the buffer it fills.
   ReadPart JoinFetch(std::shared_ptr<Fetch> fetch) const REQUIRES(mu_);
   // What a demand read of bytes [lo, hi) of block b (null: absent) must wait for: the block
@@ -187,10 +204,14 @@ class FileCache final : private CacheBuffers {
   // Granules (bits) covering bytes [lo, hi) of a block.
   uint64_t GranuleMask(uint64_t lo, uint64_t hi) const;
   // True when bytes [lo, hi) of the block are in memory (its valid granules, or its tail).
-  bool Holds(const Block& b, uint32_t lo, uint32_t hi) const REQUIRES(mu_);
+  // REQUIRES: mu_ or b's shard mutex (the fields it reads change only under both).
+  bool Holds(const Block& b, uint32_t lo, uint32_t hi) const;
   // Drops b's tail mark (bytes valid from a missing granule's start) once that granule is valid.
   void ForgetCoveredTail(Block* b) const REQUIRES(mu_);
   void OnDemandHit(Block* b, LruEvents* lru) REQUIRES(mu_);
+  // Sets b's hit fields from a completed fetch (its buffer, the granules it made valid), under
+  // b's shard mutex too.
+  void FillFromFetch(Block* b, const Fetch& fetch) REQUIRES(mu_);
   void DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
   void DropBlocks(uint64_t ino, uint64_t first, uint64_t last) REQUIRES(mu_);
 

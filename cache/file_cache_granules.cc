@@ -52,6 +52,13 @@ bool FileCache::Holds(const Block& b, uint32_t lo, uint32_t hi) const {
          hi <= b.tail_end;
 }
 
+void FileCache::FillFromFetch(Block* b, const Fetch& fetch) {
+  MutexLock shard(shards_.ShardMutex(b->key.ino, b->key.index));
+  b->data = fetch.buffer;
+  b->valid_mask |= fetch.mask;
+  ForgetCoveredTail(b);
+}
+
 void FileCache::ForgetCoveredTail(Block* b) const {
   if (b->tail_end != 0 && (b->valid_mask >> (b->tail_end / granule_bytes_) & 1) != 0) {
     b->tail_end = 0;  // its granule is valid as a whole now

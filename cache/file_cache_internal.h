@@ -94,6 +94,12 @@ inline uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to
 // One demand read (T_hit) or fetch submission (T_driver) in this many has its CPU time measured:
 // the thread CPU clock is a system call (about 0.5 us here), too dear for every hit.
 constexpr uint32_t kCpuSampleEvery = 64;
+// Hits kept in BlockShards before the thread that finds so many applies them to the queues if
+// the cache's lock is free (FileCache::HitWithoutTableLock), and before it waits for the lock.
+// The batch bounds how stale the LRU order may be between two looks at it (each look applies
+// what is kept: an eviction, a miss, Stats).
+constexpr uint64_t kDeferredHitsBatch = 256;
+constexpr uint64_t kDeferredHitsHardLimit = 16384;
 
 // Copies the bytes of [offset, offset + length) out of the parts (part i is block first_block+i),
 // or (out == nullptr) appends references to them to *shared, which take over the parts' pins.

@@ -64,7 +64,9 @@ Status FileCache::Write(uint64_t ino, uint64_t offset, const char* data, size_t 
     // it): a pinned buffer is never changed, the patch goes into a copy that replaces it. An
     // unpinned one is patched in place; cache/block_buffer.h says why that is safe (not
     // use_count(), which is read without ordering). No fetch fills this block (DetachInFlight),
-    // so nothing else writes into the buffer meanwhile.
+    // so nothing else writes into the buffer meanwhile. The block's shard mutex excludes a hit
+    // pinning the buffer without mu_ from the check to the end of the patch.
+    MutexLock shard(shards_.ShardMutex(b->key.ino, b->key.index));
     if (b->data->Unpinned()) {
       ++counters_.write_blocks_patched_in_place;
     } else {

@@ -81,6 +81,15 @@ class TipManager {
   // process's read-ahead run. REQUIRES: CacheBuffers::mu() not held.
   void OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                     uint64_t file_size, int64_t now);
+  // False when neither the reader (ctx.stream) nor the process it shares streams of
+  // (ctx.shared_owner) owns a hint stream: its read cannot consume a hint, and FileCache serves
+  // its hits without the cache's lock. Wait-free. Exact for hints appended before the read began
+  // (a process that hints and then reads is seen owning); may be true for a process that owns
+  // none (its tgid shares a bucket with an owner's).
+  bool MayConsumeHints(const ReadContext& ctx) const {
+    return owner_buckets_[static_cast<uint32_t>(ctx.stream) % kOwnerBuckets].load() != 0 ||
+           (ctx.shared_owner != 0 && owner_buckets_[ctx.shared_owner % kOwnerBuckets].load() != 0);
+  }
   // A read by a speculating process: its range becomes a speculative hint.
   void OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                          uint64_t file_size, int64_t now);
@@ -145,6 +154,8 @@ class TipManager {
   // appears (a hint appended, a read-ahead run wanting blocks) and at the end of every round,
   // so the flag is never false while work waits: a stale true costs one empty round at most.
   void PublishWork() REQUIRES(mu_);
+  // owners_[owner], created (and counted in owner_buckets_) when absent.
+  OwnerState& AddOwner(uint32_t owner) REQUIRES(mu_);
   void RunRound() EXCLUDES(mu_);
   // One decision: true when it issued or gave up something, so another may follow.
   bool DecideOnce() REQUIRES(mu_, buffers_->mu());
@@ -272,6 +283,10 @@ class TipManager {
   std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_
       GUARDED_BY(mu_);  // prefetched in order
   std::unordered_map<uint32_t, OwnerState> owners_ GUARDED_BY(mu_);
+  // Owners (keys of owners_) per tgid % kOwnerBuckets: written under mu_ where owners_ gains or
+  // loses one (AddOwner, DeleteStream), read without it (MayConsumeHints).
+  static constexpr size_t kOwnerBuckets = 1024;
+  std::array<std::atomic<uint32_t>, kOwnerBuckets> owner_buckets_{};
   // A shared stream's owner (a loader) never reads it: its pace is its consumers' (workers').
   struct SharedStream {
     uint32_t owner = 0;

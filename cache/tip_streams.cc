@@ -162,7 +162,7 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
           ENOBUFS, "the mount has " + std::to_string(kMaxStreams) + " hint streams already");
     }
     it = map.emplace(stream, std::make_unique<HintStream>(stream, charged, block_size_, now)).first;
-    OwnerState& created = owners_[charged];
+    OwnerState& created = AddOwner(charged);
     (warmup ? created.warmups : created.streams).push_back(stream);
   }
   HintStream* s = it->second.get();
@@ -172,7 +172,7 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
     s->Append(segment);
   }
   s->Touch(now);
-  OwnerState& charged_state = owners_[charged];
+  OwnerState& charged_state = AddOwner(charged);
   charged_state.bytes += bytes;
   charged_state.segments += count;
   global_hinted_bytes_ += bytes;
@@ -185,6 +185,12 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
   }
   PublishWork();
   return Status::OK();
+}
+
+TipManager::OwnerState& TipManager::AddOwner(uint32_t owner) {
+  auto [it, created] = owners_.try_emplace(owner);
+  if (created) owner_buckets_[owner % kOwnerBuckets].fetch_add(1);
+  return it->second;
 }
 
 std::vector<HintSegment> TipManager::TrimToTaintedBudget(uint64_t owner_tainted,
@@ -220,6 +226,7 @@ void TipManager::DeleteStream(uint64_t id, bool warmup, Release how) {
     std::vector<uint64_t>& ids = warmup ? owner_it->second.warmups : owner_it->second.streams;
     std::erase(ids, id);
     if (owner_it->second.streams.empty() && owner_it->second.warmups.empty()) {
+      owner_buckets_[owner_it->first % kOwnerBuckets].fetch_sub(1);
       owners_.erase(owner_it);
     }
   }

@@ -62,6 +62,9 @@ std::vector<Field> CacheFields(const cache::CacheStats& s) {
        "Demand read requests"},
       {"demand.hits", "tipfs_demand_hit_blocks_total", double(s.demand_hits), "counter",
        "Demand block reads served from memory"},
+      {"demand.hits_without_table_lock", "tipfs_demand_hit_blocks_unlocked_total",
+       double(s.hits_without_table_lock), "counter",
+       "Demand block hits served without the cache's lock (shard mutexes only)"},
       {"demand.misses", "tipfs_demand_miss_blocks_total", double(s.demand_misses), "counter",
        "Demand block reads that waited for a disk"},
       {"demand.private_fetches", "tipfs_demand_private_fetches_total",
@@ -366,10 +369,10 @@ std::string StatsReport::Text() const {
           FormatSize(s.capacity_blocks * s.block_size).c_str(), FormatSize(s.block_size).c_str(),
           s.lru_buffers, s.hinted_buffers, s.evict_first_buffers, s.fetching_buffers);
   Appendf(&out,
-          "demand: %" PRIu64 " reads; blocks: %" PRIu64 " hits (%.1f%%), %" PRIu64
-          " misses; stall %.3f s\n",
+          "demand: %" PRIu64 " reads; blocks: %" PRIu64 " hits (%.1f%%; %" PRIu64
+          " without the cache's lock), %" PRIu64 " misses; stall %.3f s\n",
           s.demand_reads, s.demand_hits, Percent(s.demand_hits, s.demand_hits + s.demand_misses),
-          s.demand_misses, static_cast<double>(s.stall_nanos) / 1e9);
+          s.hits_without_table_lock, s.demand_misses, static_cast<double>(s.stall_nanos) / 1e9);
   Appendf(&out, "read-ahead: %" PRIu64 " issued, %" PRIu64 " hits, %" PRIu64 " evicted unused\n",
           s.readahead_issued, s.readahead_hits, s.readahead_evicted_unused);
   Appendf(&out,

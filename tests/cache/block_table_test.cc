@@ -30,7 +30,8 @@ void ExpectWindow(const BlockTable& table, const std::list<Block*>& order) {
 }
 
 TEST(BlockTableTest, TailWindowIsAlwaysTheLastKBuffers) {
-  BlockTable table(5);
+  BlockShards index;
+  BlockTable table(&index, 5);
   std::list<Block*> order;
   std::vector<Block*> all;
   for (uint64_t i = 0; i < 40; ++i) all.push_back(table.Insert(1, i, 0));
@@ -52,7 +53,8 @@ TEST(BlockTableTest, TailWindowIsAlwaysTheLastKBuffers) {
 }
 
 TEST(BlockTableTest, GhostsRememberTheLastKEvictions) {
-  BlockTable table(3);
+  BlockShards index;
+  BlockTable table(&index, 3);
   for (uint64_t i = 0; i < 5; ++i) table.AddGhost(BlockKey{1, i});
   EXPECT_FALSE(table.TakeGhost(BlockKey{1, 0}));
   EXPECT_FALSE(table.TakeGhost(BlockKey{1, 1}));
@@ -67,7 +69,8 @@ TEST(BlockTableTest, GhostsRememberTheLastKEvictions) {
 }
 
 TEST(BlockTableTest, RangesQueuesAndInodeLifetime) {
-  BlockTable table(4);
+  BlockShards index;
+  BlockTable table(&index, 4);
   Block* a = table.Insert(9, 2, 1);
   Block* b = table.Insert(9, 5, 0);
   table.Insert(8, 3, 0);
