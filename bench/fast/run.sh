@@ -31,6 +31,10 @@
 #                  every block of it in the daemon's cache (read first), no disk model: write IOPS
 #                  (direct mode only: in kernel mode the page cache gathers the writes)
 #   small-writes-cpu  the same run, daemon CPU microseconds (user + sys) per write
+#   seq-writes     fio 1 MiB sequential writes of --size bytes into a new file, its fdatasync at
+#                  the end included, no disk model: MB/s / the same fio on the backing file system
+#                  (direct mode only)
+#   seq-writes-cpu the same run, daemon CPU seconds (user + sys) per GiB written
 #
 # In kernel mode the random-read rows open with O_DIRECT (fio --direct=1) so that every read
 # reaches the daemon, as --data-cache direct makes it; otherwise the kernel's page cache serves
@@ -205,13 +209,37 @@ run_row() {
       else
         echo "$(awk -v a="$after" -v b="$before" -v n="${result#* }" 'BEGIN {printf "%.2f", (a - b) / n * 1e6}') us/write"
       fi ;;
+    seq-writes | seq-writes-cpu)
+      [[ $mode = direct ]] || return 0
+      mount_with "$build" "$mode" --cache-size 256M
+      local before after mbps
+      before=$(daemon_cpu)
+      mbps=$(seq_write_fio "$MNT/written")
+      after=$(daemon_cpu)
+      rm -f "$MNT/written"
+      if [[ $row = seq-writes ]]; then
+        echo "$mbps MB/s"
+      else
+        echo "$(awk -v a="$after" -v b="$before" -v n="$(stat -c %s "$NATIVE/file")" 'BEGIN {printf "%.3f", (a - b) / (n / 2^30)}') s/GiB"
+      fi ;;
     *) echo "unknown row $row (see --help)" >&2; exit 2 ;;
   esac
+}
+
+# seq_write_fio FILE: MB/s of 1 MiB sequential writes of --size bytes to a new FILE, its
+# fdatasync at the end included
+seq_write_fio() {
+  rm -f "$1"
+  fio --name=bench --group_reporting --output-format=json --filename="$1" --rw=write --bs=1M \
+    --size="$SIZE" --ioengine=psync --numjobs=1 --end_fsync=1 2>/dev/null |
+    python3 -c "import json,sys; w=json.load(sys.stdin)['jobs'][0]['write']; print(round(w['bw_bytes'] / 1e6, 1))"
+  rm -f "$1"
 }
 
 # The native references: the same fio or churn on the backing file system.
 native_value() {  # native_value ROW MODE
   case $1 in
+    seq-writes) seq_write_fio "$NATIVE/written" ;;
     warm-rand-16)
       fio_value iops --filename="$NATIVE/file" --rw=randread --bs=4k --ioengine=psync \
         --numjobs=16 --runtime="$RUNTIME" --time_based --norandommap --invalidate=0 ;;
@@ -253,7 +281,8 @@ for ((r = 1; r <= REPEATS; r++)); do
         printf '  repeat %d  %-13s %-6s %-6s %10s %s\n' "$r" "$row" "$mode" "$build" "$value" "${UNIT[$row]}" >&2
       done
       case $row in
-        warm-rand-16 | churn)
+        warm-rand-16 | churn | seq-writes)
+          [[ $row = seq-writes && $mode != direct ]] && continue
           unmount
           NATIVE_VALUES[$row.$mode]+="$(native_value "$row" "$mode") " ;;
       esac
@@ -276,7 +305,7 @@ reference() {
     nvme-rand-1) echo "$NVME_IOPS" ;;
     nvme-rand-32) echo $((4 * NVME_IOPS)) ;;
     nvme-seq) echo "$NVME_SEQ_MBPS" ;;
-    warm-rand-16 | churn) tr ' ' '\n' <<< "${NATIVE_VALUES[$1.$2]:-}" | grep . | median ;;
+    warm-rand-16 | churn | seq-writes) tr ' ' '\n' <<< "${NATIVE_VALUES[$1.$2]:-}" | grep . | median ;;
     *) echo "-" ;;
   esac
 }
