@@ -3,16 +3,22 @@
 // no hint stream, with the reader's own hint stream being consumed, and with a stream its parent
 // shared being consumed (a loader's worker: matched in any order, HintStream::MatchAnyOrder).
 //
-//   build-x/tests/cache/cache_hit_bench [iterations]
+//   build-x/tests/cache/cache_hit_bench [iterations] [processes]
+//
+// With `processes` > 1 it also times unhinted 4 KiB hits by that many threads at once, each as a
+// process of its own (a tgid each), as FUSE workers serve several readers: wall and CPU time per
+// read over all of them.
 //
 // Reads cycle over the first MiB of the file, so the copy runs from the CPU caches as the kernel's
 // FUSE buffer copy would; a 1-byte read is the cache's bookkeeping alone.
 #include <time.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "cache/file_cache.h"
@@ -33,6 +39,12 @@ using tipfs::cache::ReadContext;
 double CpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
@@ -100,6 +112,37 @@ int main(int argc, char** argv) {
         std::printf("%-28s %10zu %12.0f %12s\n", mode, size, ns, "-");
       }
     }
+  }
+  const int processes = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (processes > 1) {
+    // Each thread its own process and its own part of the working set, all blocks cached.
+    const auto wall_start = std::chrono::steady_clock::now();
+    const double cpu_start = ProcessCpuSeconds();
+    std::vector<std::thread> threads;
+    std::vector<int> failed(processes, 0);
+    for (int t = 0; t < processes; ++t) {
+      threads.emplace_back([&, t] {
+        const ReadContext who{static_cast<uint64_t>(1000 + t), static_cast<uint32_t>(1000 + t)};
+        std::vector<char> buffer(4096);
+        uint64_t offset = static_cast<uint64_t>(t) * kWorkingSet;
+        for (int i = 0; i < iterations; ++i) {
+          if (!cache.Read(who, 1, offset, 4096, kFileSize, buffer.data()).ok()) failed[t] = 1;
+          offset += 4096;
+          if (offset >= static_cast<uint64_t>(t + 1) * kWorkingSet) offset -= kWorkingSet;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    const double cpu = ProcessCpuSeconds() - cpu_start;
+    for (int f : failed) {
+      if (f != 0) return 1;
+    }
+    const double reads = static_cast<double>(iterations) * processes;
+    std::printf("%-28s %10d %12.0f %12.0f\n", "hits by N processes at once", processes,
+                wall * 1e9 / reads, cpu * 1e9 / reads);
+    std::printf("  (columns: processes, wall ns per read over all, CPU ns per read)\n");
   }
   tipfs::cache::CacheStats stats = cache.Stats();
   std::printf("demand hits %lu, misses %lu, T_hit estimate %.0f ns per block\n",
