@@ -23,13 +23,16 @@
 //
 // Thread-safety: every method may be called from any thread. Completions arrive on the disks'
 // completion thread (or the clock's timer thread, or inline). Locks, in order:
-//   TipManager::mu_     the manager's state (streams, caps, accuracy, read-ahead runs)
+//   TipManager::mu_     the manager's state (streams, caps, accuracy); a read takes it only
+//                       when its process may own a hint stream (TipManager::MayConsumeHints)
 //   mu_                 (CacheBuffers::mu()) the block table, queues, fetch lists, per-disk
 //                       prefetch counts, counters
 //   a BlockShards shard's mutex   the index entries and hit fields of its blocks (taken inside
 //                       mu_ by the writers of those, alone by a hit: cache/block_shards.h)
 //   PendingRead::mu     one waiting reader's latch (taken without mu_)
-//   TipEvents::mu_      the estimators' leaf lock
+//   TipEvents' locks     leaves: the disk and CPU estimators' mutex (misses, the manager), a
+//                       reader's shard by tgid (T_cpu), a thread's shard (LRU events); the
+//                       manager's read-ahead shards by tgid are leaves too (TipManager::TrackRun)
 //   the Clock's mutex   (NowNanos may be called under mu_)
 // The data path never takes TipManager::mu_ while holding mu_. No lock is held while waiting for
 // I/O or while submitting it, and no caller's callback runs under mu_.

@@ -17,19 +17,21 @@ TipEvents::TipEvents(uint32_t disk_count, double initial_disk_nanos)
 
 std::shared_ptr<ReaderTiming> TipEvents::ReadStarted(uint32_t tgid, int64_t now,
                                                      uint64_t accesses) {
-  MutexLock lock(&mu_);
-  auto it = readers_.find(tgid);
-  if (it == readers_.end()) {
-    if (readers_.size() >= kMaxReaders) {
-      auto oldest = readers_.begin();
-      for (auto r = readers_.begin(); r != readers_.end(); ++r) {
+  ReaderShard& shard = ShardOf(tgid);
+  MutexLock lock(&shard.mu);
+  auto it = shard.readers.find(tgid);
+  if (it == shard.readers.end()) {
+    // Bounded per shard (kMaxReaders in all): the longest idle reader of the shard goes.
+    if (shard.readers.size() >= kMaxReaders / kReaderShards) {
+      auto oldest = shard.readers.begin();
+      for (auto r = shard.readers.begin(); r != shard.readers.end(); ++r) {
         if (r->second->last_start_ns < oldest->second->last_start_ns) oldest = r;
       }
-      readers_.erase(oldest);
+      shard.readers.erase(oldest);
     }
     auto state = std::make_shared<ReaderTiming>();
     state->tgid = tgid;
-    it = readers_.emplace(tgid, std::move(state)).first;
+    it = shard.readers.emplace(tgid, std::move(state)).first;
   }
   ReaderTiming* r = it->second.get();
   // T_cpu per block access: the gap before this read, spread over the blocks it touches (at
@@ -49,10 +51,38 @@ std::shared_ptr<ReaderTiming> TipEvents::ReadStarted(uint32_t tgid, int64_t now,
 
 void TipEvents::RecordLru(int64_t now, const LruEvents& events) {
   if (events.accesses == 0 && events.tail_hits == 0 && events.ghost_hits == 0) return;
-  MutexLock lock(&mu_);
-  if (events.accesses > 0) lru_marginal_.RecordAccess(now, events.accesses);
-  if (events.tail_hits > 0) lru_marginal_.RecordTailHit(now, events.tail_hits);
-  if (events.ghost_hits > 0) lru_marginal_.RecordGhostHit(now, events.ghost_hits);
+  // The thread's own shard: FUSE workers each get one while there are no more than kLruShards.
+  static std::atomic<size_t> next_shard{0};
+  thread_local const size_t mine = next_shard.fetch_add(1, std::memory_order_relaxed) % kLruShards;
+  LruShard& shard = lru_shards_[mine];
+  {
+    MutexLock lock(&shard.mu);
+    if (events.accesses > 0) shard.accesses.Add(now, events.accesses);
+    if (events.tail_hits > 0) shard.tail_hits.Add(now, events.tail_hits);
+    if (events.ghost_hits > 0) shard.ghost_hits.Add(now, events.ghost_hits);
+    shard.any = true;
+  }
+  // After the shard's lock: a fold that cleared the flag before taking that lock either saw the
+  // events or leaves the flag set here for the next fold. Loaded first so that readers do not
+  // write the shared line while it is set.
+  if (!lru_pending_.load(std::memory_order_relaxed)) lru_pending_.store(true);
+}
+
+void TipEvents::FoldLru(int64_t now) const {
+  if (!lru_pending_.exchange(false)) return;
+  for (LruShard& shard : lru_shards_) {
+    MutexLock lock(&shard.mu);
+    if (!shard.any) continue;
+    // Decaying sums are linear: the shard's sum decayed to `now`, added at `now`, is the sum of
+    // its events each decayed from its own time.
+    lru_marginal_.RecordAccess(now, shard.accesses.Sum(now));
+    lru_marginal_.RecordTailHit(now, shard.tail_hits.Sum(now));
+    lru_marginal_.RecordGhostHit(now, shard.ghost_hits.Sum(now));
+    shard.accesses = DecayingRate();
+    shard.tail_hits = DecayingRate();
+    shard.ghost_hits = DecayingRate();
+    shard.any = false;
+  }
 }
 
 bool TipEvents::RecordSubmit(uint32_t disk) {
@@ -87,21 +117,24 @@ void TipEvents::FoldCpuSamples() const {
 }
 
 double TipEvents::CpuNanos(uint32_t tgid) const {
-  MutexLock lock(&mu_);
-  auto it = readers_.find(tgid);
-  return it == readers_.end() ? 0 : it->second->cpu_per_access.value();
+  ReaderShard& shard = ShardOf(tgid);
+  MutexLock lock(&shard.mu);
+  auto it = shard.readers.find(tgid);
+  return it == shard.readers.end() ? 0 : it->second->cpu_per_access.value();
 }
 
 bool TipEvents::HasCpuSample(uint32_t tgid) const {
-  MutexLock lock(&mu_);
-  auto it = readers_.find(tgid);
-  return it != readers_.end() && it->second->cpu_per_access.has_sample();
+  ReaderShard& shard = ShardOf(tgid);
+  MutexLock lock(&shard.mu);
+  auto it = shard.readers.find(tgid);
+  return it != shard.readers.end() && it->second->cpu_per_access.has_sample();
 }
 
 int64_t TipEvents::LastStartNanos(uint32_t tgid) const {
-  MutexLock lock(&mu_);
-  auto it = readers_.find(tgid);
-  return it == readers_.end() ? 0 : it->second->last_start_ns;
+  ReaderShard& shard = ShardOf(tgid);
+  MutexLock lock(&shard.mu);
+  auto it = shard.readers.find(tgid);
+  return it == shard.readers.end() ? 0 : it->second->last_start_ns;
 }
 
 double TipEvents::HitNanos() const {
@@ -150,12 +183,14 @@ std::vector<DiskServiceEstimator> TipEvents::DiskEstimators() const {
 double TipEvents::LruMarginalHitsPerSecond(int64_t now, uint64_t tail_buffers,
                                            uint64_t ghost_slots) const {
   MutexLock lock(&mu_);
+  FoldLru(now);
   return lru_marginal_.MarginalHitsPerSecond(now, tail_buffers, ghost_slots);
 }
 
 double TipEvents::LruMarginalHitRatio(int64_t now, uint64_t tail_buffers,
                                       uint64_t ghost_slots) const {
   MutexLock lock(&mu_);
+  FoldLru(now);
   return lru_marginal_.MarginalHitRatio(now, tail_buffers, ghost_slots);
 }
 

@@ -1,12 +1,16 @@
 // TipEvents: what the cache's data path measures for the TIP manager, and the estimators those
 // measurements feed (T_cpu per reader, T_hit, T_driver, T_disk per disk, the LRU queue's marginal
 // hits). The data path records; the manager reads. Recording never takes a lock the manager
-// holds across a decision: it is either an atomic add or a short critical section on this
-// object's own mutex, which is a leaf (nothing is locked under it).
+// holds across a decision, and a read (ReadStarted, RecordLru, RecordHit) takes no lock that
+// every reader of the volume takes (issue 11): its process's shard of the reader timings, its
+// thread's shard of the LRU events, atomic adds. The manager folds the shards when it reads.
+// Locks: `mu_` (disks, the folded estimators), then an LruShard's `mu` (the fold takes them
+// under mu_); a ReaderShard's `mu` alone. Leaves: nothing else is locked under any of them.
 //
 // Thread-safety: every method may be called from any thread, under any cache lock.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -23,7 +27,8 @@ namespace tipfs::cache {
 // pointer and stamps its end without any lock.
 struct ReaderTiming {
   uint32_t tgid = 0;
-  // Changed only under TipEvents::mu_ (a lock the analysis cannot name from here).
+  // Changed only under the mutex of its TipEvents::ReaderShard (a lock the analysis cannot name
+  // from here).
   Ewma cpu_per_access{0.125, 0};  // nanoseconds per block access
   int64_t last_start_ns = 0;
   std::atomic<int64_t> last_end_ns{0};
@@ -85,14 +90,41 @@ class TipEvents {
   double LruMarginalHitRatio(int64_t now, uint64_t tail_buffers, uint64_t ghost_slots) const;
 
  private:
+  // Reader timings by tgid. Sharded so that a read takes a lock only readers of processes with
+  // the same tgid % kReaderShards share (64 consecutive pids never do), not one every reader takes:
+  // with one map under mu_, every hit of every process met on mu_.
+  static constexpr size_t kReaderShards = 64;
+  struct alignas(64) ReaderShard {
+    Mutex mu;  // a leaf
+    std::unordered_map<uint32_t, std::shared_ptr<ReaderTiming>> readers GUARDED_BY(mu);
+  };
+  ReaderShard& ShardOf(uint32_t tgid) const { return reader_shards_[tgid % kReaderShards]; }
+  // LRU events not yet folded into lru_marginal_, per recording thread (threads take shards in
+  // turn; RecordLru is not told the reader). Each kind is a decaying sum like the estimator's
+  // own (same half-life, LruMarginalEstimator's default), so folding a shard's sums at `now`
+  // into the estimator gives what recording each event there would have given.
+  static constexpr size_t kLruShards = 64;
+  struct alignas(64) LruShard {
+    Mutex mu;  // a leaf
+    DecayingRate accesses GUARDED_BY(mu);
+    DecayingRate tail_hits GUARDED_BY(mu);
+    DecayingRate ghost_hits GUARDED_BY(mu);
+    bool any GUARDED_BY(mu) = false;
+  };
   void FoldCpuSamples() const REQUIRES(mu_);
+  void FoldLru(int64_t now) const REQUIRES(mu_);
 
   const uint32_t disk_count_;
 
+  mutable std::array<ReaderShard, kReaderShards> reader_shards_;
+  mutable std::array<LruShard, kLruShards> lru_shards_;
+  // Set after an event is recorded in a shard, cleared by the fold before it reads the shards:
+  // a fold with nothing to fold takes no shard lock.
+  mutable std::atomic<bool> lru_pending_{false};
+
   mutable Mutex mu_;  // a leaf: nothing is locked under it
-  std::unordered_map<uint32_t, std::shared_ptr<ReaderTiming>> readers_ GUARDED_BY(mu_);
   std::vector<DiskServiceEstimator> disks_ GUARDED_BY(mu_);
-  LruMarginalEstimator lru_marginal_ GUARDED_BY(mu_);
+  mutable LruMarginalEstimator lru_marginal_ GUARDED_BY(mu_);  // folded from lru_shards_
   // Folded from the sums below whenever they are read.
   mutable Ewma t_hit_ GUARDED_BY(mu_){0.125, 0};
   mutable Ewma t_driver_ GUARDED_BY(mu_){0.125, 0};

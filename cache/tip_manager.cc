@@ -16,6 +16,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -56,6 +57,7 @@ TipManager::TipManager(CacheBuffers* buffers, Clock* clock, uint32_t block_size,
       disk_count_(disk_count),
       events_(disk_count, static_cast<double>(options.initial_disk_nanos)),
       options_(options),
+      readahead_enabled_(options.readahead),
       threaded_(options.manager_thread) {}
 
 TipManager::~TipManager() { Stop(); }
@@ -91,15 +93,17 @@ void TipManager::WakeIfUseful(bool over_capacity, int64_t now) {
   // Every unhinted read and completion comes here: with nothing to prefetch this is one atomic
   // load and no wake (an empty round cost two futex hand-offs per 4 KiB miss: bench/fast).
   if (over_capacity) return Wake();
-  if (!has_work_.load(std::memory_order_acquire)) return;
+  if (!has_work_.load(std::memory_order_acquire) &&
+      readahead_wanted_.load(std::memory_order_acquire) == 0) {
+    return;
+  }
   if (buffers_->AnyDiskHasRoom() || now >= retire_due_ns_.load(std::memory_order_relaxed)) {
     Wake();
   }
 }
 
 void TipManager::PublishWork() {
-  has_work_.store(!streams_.empty() || !warmups_.empty() || readahead_wanted_,
-                  std::memory_order_release);
+  has_work_.store(!streams_.empty() || !warmups_.empty(), std::memory_order_release);
   retire_due_ns_.store(streams_.empty() ? std::numeric_limits<int64_t>::max()
                                         : last_idle_check_ns_ + kNanosPerSecond,
                        std::memory_order_relaxed);
@@ -588,12 +592,27 @@ bool TipManager::DecideOnce() {
 // ---- Read-ahead ---------------------------------------------------------------------------
 
 void TipManager::RunReadahead(int64_t now) {
-  readahead_wanted_ = false;
+  // Cleared before the shards are read: a run that comes to want blocks after its shard was read
+  // sets its bit again (TrackRun), so none waits with its bit clear.
+  uint64_t shards = readahead_wanted_.exchange(0);
   if (!options_.readahead) return;
-  for (auto& [tgid, reader] : readahead_) {
-    for (size_t i = 0; i < reader.run_count; ++i) {
-      ReadaheadState::Run* run = &reader.runs[i];
-      if (!run->wanted) continue;
+  for (; shards != 0; shards &= shards - 1) {
+    const size_t shard_index = static_cast<size_t>(std::countr_zero(shards));
+    ReadaheadShard& shard = readahead_shards_[shard_index];
+    // The wanted runs are copied out and decided on without the shard's lock: a read of the
+    // shard's processes never waits for a decision (issue 11).
+    wanted_runs_.clear();
+    {
+      MutexLock lock(&shard.mu);
+      for (const auto& [tgid, reader] : shard.readers) {
+        for (size_t i = 0; i < reader.run_count; ++i) {
+          if (reader.runs[i].wanted) wanted_runs_.push_back(WantedRun{tgid, i, reader.runs[i]});
+        }
+      }
+    }
+    if (wanted_runs_.empty()) continue;
+    for (WantedRun& w : wanted_runs_) {
+      const ReadaheadState::Run* run = &w.run;
       // The paper's baseline: read ahead as many blocks as have been read sequentially, up to 64.
       const uint64_t window =
           std::min<uint64_t>(run->seq_bytes / block_size_, options_.max_readahead_blocks);
@@ -609,17 +628,32 @@ void TipManager::RunReadahead(int64_t now) {
         // blocks were read, and bought like one (MakeRoomForPrefetch); past the reader's
         // horizon it takes spare buffers only. Taking the LRU's coldest block whatever it was
         // worth, read-ahead pushed a re-reader's working set out (ReadaheadCompetesWithTheLru).
-        const double benefit = ReadaheadBenefit(tgid, disk, index - run->last_block);
+        const double benefit = ReadaheadBenefit(w.tgid, disk, index - run->last_block);
         if (!MakeRoomForPrefetch(benefit, nullptr, now, /*spare_only=*/benefit == 0)) break;
         if (buffers_->IssuePrefetch(run->ino, index, CacheBuffers::Purpose::kReadahead,
                                     run->file_size, now, 0, block_size_) == nullptr) {
           break;
         }
       }
-      run->ra_next = index;
-      run->wanted = index <= target;
-      readahead_wanted_ = readahead_wanted_ || run->wanted;
+      w.next = index;
+      w.target = target;
     }
+    // Written back to the runs read meanwhile too, unless they started over (a new serial): a
+    // run its reader moved on keeps the `wanted` that read gave it, for the next round.
+    bool still_wanted = false;
+    {
+      MutexLock lock(&shard.mu);
+      for (const WantedRun& w : wanted_runs_) {
+        auto reader = shard.readers.find(w.tgid);
+        if (reader == shard.readers.end() || w.slot >= reader->second.run_count) continue;
+        ReadaheadState::Run* run = &reader->second.runs[w.slot];
+        if (run->serial != w.run.serial) continue;
+        run->ra_next = w.next;
+        if (run->version == w.run.version) run->wanted = w.next <= w.target;
+        still_wanted = still_wanted || run->wanted;
+      }
+    }
+    if (still_wanted) readahead_wanted_.fetch_or(uint64_t{1} << shard_index);
   }
 }
 
@@ -642,6 +676,7 @@ void TipManager::SetOptions(const CacheOptions& options) {
   MutexLock table_lock(buffers_->mu());
   const bool drop_hints = options.hints_ignored && !options_.hints_ignored;
   options_ = options;
+  readahead_enabled_.store(options.readahead, std::memory_order_relaxed);
   if (drop_hints) {
     std::vector<std::pair<uint64_t, bool>> all;
     for (const auto& [id, s] : streams_) all.emplace_back(id, false);

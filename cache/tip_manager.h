@@ -15,12 +15,17 @@
 // CacheBuffers::IssuePrefetch.
 //
 // Locks, outermost first (docs/DESIGN.md "The cache's two halves"):
-//   TipManager::mu_     streams, owners, caps, accuracy, read-ahead runs, counters. Held for one
-//                       decision (not a whole round), for a hint call, or for the O(1)-per-block
-//                       consumption of one read, so a read waits for at most one decision.
+//   TipManager::mu_     streams, owners, caps, accuracy, counters. Held for one decision (not a
+//                       whole round), for a hint call, or for the O(1)-per-block consumption of
+//                       one read by a process that has streams (or whose shared_owner has), so
+//                       such a read waits for at most one decision. A read by any other process
+//                       does not take it (issue 11): owner_filter_ tells it, without a lock.
 //   CacheBuffers::mu()  (FileCache::mu_) the block table; the manager takes it inside mu_,
 //                       never the reverse.
-//   TipEvents::mu_      a leaf.
+//   ReadaheadShard::mu  read-ahead runs of the processes of one shard: a read takes its own
+//                       alone; the manager takes each inside the two above, only to copy the
+//                       wanted runs out and write back what it issued (never across a decision).
+//   TipEvents' locks    leaves (cache/tip_events.h).
 // Nothing is locked across a disk submission, a wait or a caller's callback.
 #pragma once
 
@@ -78,17 +83,18 @@ class TipManager {
   void RunIfInline();
   // A demand read by `tgid` of [offset, offset + length) of `ino`, after the data path looked
   // its blocks up: consumes the hinted accesses it matches (releasing their holds) and feeds the
-  // process's read-ahead run. REQUIRES: CacheBuffers::mu() not held.
+  // process's read-ahead run. Takes mu_ only when the reader or its shared_owner may own
+  // streams (MayOwnStreams). REQUIRES: CacheBuffers::mu() not held.
   void OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
                     uint64_t file_size, int64_t now);
   // False when neither the reader (ctx.stream) nor the process it shares streams of
   // (ctx.shared_owner) owns a hint stream: its read cannot consume a hint, and FileCache serves
-  // its hits without the cache's lock. Wait-free. Exact for hints appended before the read began
-  // (a process that hints and then reads is seen owning); may be true for a process that owns
-  // none (its tgid shares a bucket with an owner's).
+  // its hits without the cache's lock. Wait-free (owner_filter_): exact for hints appended
+  // before the read began; may be true for a process that owns none (a filter slot's other
+  // tgid owns some).
   bool MayConsumeHints(const ReadContext& ctx) const {
-    return owner_buckets_[static_cast<uint32_t>(ctx.stream) % kOwnerBuckets].load() != 0 ||
-           (ctx.shared_owner != 0 && owner_buckets_[ctx.shared_owner % kOwnerBuckets].load() != 0);
+    return MayOwnStreams(static_cast<uint32_t>(ctx.stream)) ||
+           (ctx.shared_owner != 0 && MayOwnStreams(ctx.shared_owner));
   }
   // A read by a speculating process: its range becomes a speculative hint.
   void OnSpeculativeRead(const ReadContext& ctx, uint64_t ino, uint64_t offset, uint64_t length,
@@ -129,6 +135,10 @@ class TipManager {
       uint64_t file_size = 0;
       int64_t used_ns = 0;
       bool wanted = false;  // read-ahead has blocks to issue (the next round issues them)
+      // For the manager's write-back (RunReadahead decides on a copy, outside the shard's lock):
+      // `serial` names the run (new whenever the slot starts one), `version` counts its reads.
+      uint64_t serial = 0;
+      uint64_t version = 0;
     };
     static constexpr size_t kRuns = 8;
     std::array<Run, kRuns> runs;
@@ -150,12 +160,11 @@ class TipManager {
 
   // The thread and the rounds (tip_manager.cc).
   void ThreadLoop();
-  // Publishes whether there is prefetch work for WakeIfUseful. Called under mu_ wherever work
-  // appears (a hint appended, a read-ahead run wanting blocks) and at the end of every round,
-  // so the flag is never false while work waits: a stale true costs one empty round at most.
+  // Publishes whether there is stream work for WakeIfUseful. Called under mu_ wherever work
+  // appears (a hint appended) and at the end of every round, so the flag is never false while
+  // work waits: a stale true costs one empty round at most. (A read-ahead run wanting blocks
+  // sets readahead_wanted_ instead, without mu_.)
   void PublishWork() REQUIRES(mu_);
-  // owners_[owner], created (and counted in owner_buckets_) when absent.
-  OwnerState& AddOwner(uint32_t owner) REQUIRES(mu_);
   void RunRound() EXCLUDES(mu_);
   // One decision: true when it issued or gave up something, so another may follow.
   bool DecideOnce() REQUIRES(mu_, buffers_->mu());
@@ -217,7 +226,8 @@ class TipManager {
   void Hold(HintedAccess* a, Block* b) REQUIRES(mu_, buffers_->mu());
   void ReleaseHold(const HintedAccess& a, Release how) REQUIRES(mu_, buffers_->mu());
   void RunWarmups(int64_t now) REQUIRES(mu_, buffers_->mu());
-  // Issues what the wanted read-ahead runs want; sets readahead_wanted_.
+  // Issues what the wanted read-ahead runs want; keeps a shard's bit of readahead_wanted_ while
+  // a run of it still wants blocks. Takes a ReadaheadShard::mu briefly, never across a decision.
   void RunReadahead(int64_t now) REQUIRES(mu_, buffers_->mu());
   // What prefetching block x accesses ahead of reader `tgid`'s sequential run is worth, in the
   // currency of Benefit (0 beyond its horizon).
@@ -266,8 +276,21 @@ class TipManager {
   HintStream* ListedStream(uint64_t id) const REQUIRES(mu_);
   // The consumers of a shared stream. REQUIRES: IsShared(id), checked under the same mu_ hold.
   const std::vector<uint32_t>& ConsumersOf(uint64_t id) const REQUIRES(mu_);
+  // Feeds the reader's sequential run (read-ahead). Takes only the reader's ReadaheadShard::mu:
+  // every demand read comes here, hinted or not, and without mu_.
   void TrackRun(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length, uint64_t file_size,
-                bool matched, int64_t now) REQUIRES(mu_);
+                bool matched, int64_t now) EXCLUDES(mu_);
+  // Whether `tgid` may be a key of owners_ (false: certainly not). Wait-free; see owner_filter_.
+  bool MayOwnStreams(uint32_t tgid) const {
+    return owner_filter_[tgid % kOwnerFilterSlots].load(std::memory_order_acquire) != 0;
+  }
+  // Called where owners_ gains or loses a key, under mu_ with the change.
+  void OwnerAdded(uint32_t tgid) REQUIRES(mu_) {
+    owner_filter_[tgid % kOwnerFilterSlots].fetch_add(1, std::memory_order_release);
+  }
+  void OwnerRemoved(uint32_t tgid) REQUIRES(mu_) {
+    owner_filter_[tgid % kOwnerFilterSlots].fetch_sub(1, std::memory_order_release);
+  }
 
   // Constant after construction.
   CacheBuffers* const buffers_;  // the data path, as far as the manager may touch it
@@ -283,10 +306,6 @@ class TipManager {
   std::unordered_map<uint64_t, std::unique_ptr<HintStream>> warmups_
       GUARDED_BY(mu_);  // prefetched in order
   std::unordered_map<uint32_t, OwnerState> owners_ GUARDED_BY(mu_);
-  // Owners (keys of owners_) per tgid % kOwnerBuckets: written under mu_ where owners_ gains or
-  // loses one (AddOwner, DeleteStream), read without it (MayConsumeHints).
-  static constexpr size_t kOwnerBuckets = 1024;
-  std::array<std::atomic<uint32_t>, kOwnerBuckets> owner_buckets_{};
   // A shared stream's owner (a loader) never reads it: its pace is its consumers' (workers').
   struct SharedStream {
     uint32_t owner = 0;
@@ -317,7 +336,6 @@ class TipManager {
   // nullopt before one of them has a measured pace.
   std::optional<double> SharedAppNanos(const HintStream* s) const REQUIRES(mu_);
   int64_t LastStartNanos(const HintStream* s) const REQUIRES(mu_);
-  std::unordered_map<uint32_t, ReadaheadState> readahead_ GUARDED_BY(mu_);
   uint64_t global_hinted_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t global_tainted_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t global_segments_ GUARDED_BY(mu_) = 0;
@@ -327,14 +345,48 @@ class TipManager {
   std::array<AccuracyEstimator, kHintSourceCount> accuracy_ GUARDED_BY(mu_);
   CacheStats counters_ GUARDED_BY(mu_);  // the fields the manager counts (FillStats copies them)
   int64_t last_idle_check_ns_ GUARDED_BY(mu_) = 0;
-  bool readahead_wanted_ GUARDED_BY(mu_) = false;  // some run wants blocks (Run::wanted)
+
+  // Read-ahead runs by tgid, sharded so that a read takes a lock only processes with the same
+  // tgid % kReadaheadShards share, not mu_, which every read took before (issue 11).
+  static constexpr size_t kReadaheadShards = 64;
+  struct alignas(64) ReadaheadShard {
+    Mutex mu;
+    std::unordered_map<uint32_t, ReadaheadState> readers GUARDED_BY(mu);
+    uint64_t next_serial GUARDED_BY(mu) = 0;
+  };
+  std::array<ReadaheadShard, kReadaheadShards> readahead_shards_;
+  // A wanted run's copy, for RunReadahead (kept to reuse its memory).
+  struct WantedRun {
+    uint32_t tgid = 0;
+    size_t slot = 0;
+    ReadaheadState::Run run;
+    uint64_t next = 0;    // the first block not issued after the round
+    uint64_t target = 0;  // the last block the window reaches
+  };
+  std::vector<WantedRun> wanted_runs_ GUARDED_BY(mu_);
+  // Bit s: some run of shard s wants blocks (Run::wanted). Set by a read after its shard's lock
+  // (TrackRun) or by RunReadahead; a bit is cleared only by RunReadahead before it reads that
+  // shard, so it is never clear while a run of the shard waits, and a round reads only the
+  // shards whose bit is set. WakeIfUseful reads it beside has_work_.
+  std::atomic<uint64_t> readahead_wanted_{0};
+  static_assert(kReadaheadShards == 64, "one bit of readahead_wanted_ per shard");
+  std::atomic<bool> readahead_enabled_;  // options_.readahead, for TrackRun, which runs without mu_
+
+  // Counts, per slot tgid % kOwnerFilterSlots, the keys of owners_ in it; changed under mu_ with
+  // owners_. A demand read whose tgid's slot (and its shared_owner's) is zero owns no stream and
+  // skips mu_; otherwise it takes mu_ and looks owners_ up as before. Exact for hinters: the
+  // count is raised before the hint call that made the owner returns, so a read that follows it
+  // sees it and consumes synchronously; a collision only costs the lock.
+  static constexpr size_t kOwnerFilterSlots = 4096;
+  std::array<std::atomic<uint32_t>, kOwnerFilterSlots> owner_filter_{};
 
   // The thread and its wake-up (no lock: see Wake()).
   std::atomic<bool> pending_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> rounds_{0};  // CacheStats::manager_rounds
-  // Published under mu_ (PublishWork), read by WakeIfUseful without it.
+  // Published under mu_ (PublishWork), read by WakeIfUseful without it: streams or warm-ups
+  // exist (read-ahead's work is readahead_wanted_).
   std::atomic<bool> has_work_{false};
   std::atomic<int64_t> retire_due_ns_{std::numeric_limits<int64_t>::max()};
   std::atomic<uint64_t> wakeups_{0};  // CacheStats::manager_wakeups

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kStreamIdleRetireNanos = 60 * kNanosPerSecond;
 constexpr size_t kMaxStreamsPerOwner = 64;
 constexpr size_t kMaxStreams = 4096;
-constexpr size_t kMaxReadaheadReaders = 4096;
+constexpr size_t kMaxReadaheadReaders = 4096;  // in all; per shard, this / kReadaheadShards
 
 }  // namespace
 
@@ -162,8 +162,9 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
           ENOBUFS, "the mount has " + std::to_string(kMaxStreams) + " hint streams already");
     }
     it = map.emplace(stream, std::make_unique<HintStream>(stream, charged, block_size_, now)).first;
-    OwnerState& created = AddOwner(charged);
-    (warmup ? created.warmups : created.streams).push_back(stream);
+    auto [created, added] = owners_.try_emplace(charged);
+    if (added) OwnerAdded(charged);  // before the hint call returns: its reads take mu_
+    (warmup ? created->second.warmups : created->second.streams).push_back(stream);
   }
   HintStream* s = it->second.get();
   for (HintSegment segment : kept) {
@@ -172,7 +173,7 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
     s->Append(segment);
   }
   s->Touch(now);
-  OwnerState& charged_state = AddOwner(charged);
+  OwnerState& charged_state = owners_[charged];
   charged_state.bytes += bytes;
   charged_state.segments += count;
   global_hinted_bytes_ += bytes;
@@ -185,12 +186,6 @@ Status TipManager::AppendHints(uint64_t stream, uint32_t owner, HintSource sourc
   }
   PublishWork();
   return Status::OK();
-}
-
-TipManager::OwnerState& TipManager::AddOwner(uint32_t owner) {
-  auto [it, created] = owners_.try_emplace(owner);
-  if (created) owner_buckets_[owner % kOwnerBuckets].fetch_add(1);
-  return it->second;
 }
 
 std::vector<HintSegment> TipManager::TrimToTaintedBudget(uint64_t owner_tainted,
@@ -226,8 +221,8 @@ void TipManager::DeleteStream(uint64_t id, bool warmup, Release how) {
     std::vector<uint64_t>& ids = warmup ? owner_it->second.warmups : owner_it->second.streams;
     std::erase(ids, id);
     if (owner_it->second.streams.empty() && owner_it->second.warmups.empty()) {
-      owner_buckets_[owner_it->first % kOwnerBuckets].fetch_sub(1);
       owners_.erase(owner_it);
+      OwnerRemoved(s->owner());
     }
   }
   map.erase(it);
@@ -305,64 +300,85 @@ bool TipManager::MatchStreams(uint32_t tgid, uint64_t ino, uint64_t offset, uint
 
 void TipManager::TrackRun(uint32_t tgid, uint64_t ino, uint64_t offset, uint64_t length,
                           uint64_t file_size, bool matched, int64_t now) {
-  if (readahead_.size() >= kMaxReadaheadReaders && readahead_.find(tgid) == readahead_.end()) {
-    auto oldest = readahead_.begin();
-    for (auto r = readahead_.begin(); r != readahead_.end(); ++r) {
-      if (r->second.last_ns < oldest->second.last_ns) oldest = r;
+  const size_t shard_index = tgid % kReadaheadShards;
+  ReadaheadShard& shard = readahead_shards_[shard_index];
+  bool wanted = false;
+  {
+    MutexLock lock(&shard.mu);
+    auto& readers = shard.readers;
+    if (readers.size() >= kMaxReadaheadReaders / kReadaheadShards &&
+        readers.find(tgid) == readers.end()) {
+      auto oldest = readers.begin();
+      for (auto r = readers.begin(); r != readers.end(); ++r) {
+        if (r->second.last_ns < oldest->second.last_ns) oldest = r;
+      }
+      readers.erase(oldest);
     }
-    readahead_.erase(oldest);
-  }
-  ReadaheadState& reader = readahead_[tgid];
-  reader.last_ns = now;
-  ReadaheadState::Run* run = nullptr;
-  for (size_t i = 0; i < reader.run_count; ++i) {
-    if (reader.runs[i].ino == ino) run = &reader.runs[i];
-  }
-  const uint64_t end = offset + length;
-  const bool sequential =
-      run != nullptr && offset >= run->last_block * block_size_ && offset <= run->next_offset;
-  if (run == nullptr) {
-    if (reader.run_count < ReadaheadState::kRuns) {
-      run = &reader.runs[reader.run_count++];
-    } else {
-      run = &*std::min_element(reader.runs.begin(), reader.runs.end(),
+    ReadaheadState& reader = readers[tgid];
+    reader.last_ns = now;
+    ReadaheadState::Run* run = nullptr;
+    for (size_t i = 0; i < reader.run_count; ++i) {
+      if (reader.runs[i].ino == ino) run = &reader.runs[i];
+    }
+    const uint64_t end = offset + length;
+    const bool sequential =
+        run != nullptr && offset >= run->last_block * block_size_ && offset <= run->next_offset;
+    if (run == nullptr) {
+      if (reader.run_count < ReadaheadState::kRuns) {
+        run = &reader.runs[reader.run_count++];
+      } else {
+        run =
+            &*std::min_element(reader.runs.begin(), reader.runs.end(),
                                [](const auto& a, const auto& b) { return a.used_ns < b.used_ns; });
+      }
+      *run = ReadaheadState::Run{};
+      run->ino = ino;
     }
-    *run = ReadaheadState::Run{};
-    run->ino = ino;
-  }
-  if (sequential) {
-    if (end > run->next_offset) {
-      run->seq_bytes += end - run->next_offset;
+    if (sequential) {
+      if (end > run->next_offset) {
+        run->seq_bytes += end - run->next_offset;
+        run->next_offset = end;
+      }
+    } else {
+      // A run starts at offset 0 (a file read from its start) or with the second contiguous read.
+      run->seq_bytes = offset == 0 ? length : 0;
+      run->ra_next = 0;
       run->next_offset = end;
+      run->serial = ++shard.next_serial;  // a new run: what the manager issued for the old is
+                                          // not its
     }
-  } else {
-    // A run starts at offset 0 (a file read from its start) or with the second contiguous read.
-    run->seq_bytes = offset == 0 ? length : 0;
-    run->ra_next = 0;
-    run->next_offset = end;
+    run->last_block = (run->next_offset - 1) / block_size_;
+    run->used_ns = now;
+    run->file_size = file_size;
+    ++run->version;
+    // Hinted reads are prefetched by their hints; the next round issues the window for the
+    // others.
+    run->wanted = !matched && readahead_enabled_.load(std::memory_order_relaxed) &&
+                  run->seq_bytes >= block_size_;
+    wanted = run->wanted;
   }
-  run->last_block = (run->next_offset - 1) / block_size_;
-  run->used_ns = now;
-  run->file_size = file_size;
-  // Hinted reads are prefetched by their hints; the next round issues the window for the others.
-  run->wanted = !matched && options_.readahead && run->seq_bytes >= block_size_;
-  if (run->wanted) {
-    readahead_wanted_ = true;
-    if (!has_work_.load(std::memory_order_relaxed)) PublishWork();  // the next wake finds it
+  // After the shard's lock, so that RunReadahead, which clears the bit before it reads the
+  // shard, either saw this run or finds the bit set again. The caller's WakeIfUseful reads it.
+  const uint64_t bit = uint64_t{1} << shard_index;
+  if (wanted && (readahead_wanted_.load(std::memory_order_relaxed) & bit) == 0) {
+    readahead_wanted_.fetch_or(bit);
   }
 }
 
 void TipManager::OnDemandRead(const ReadContext& ctx, uint64_t ino, uint64_t offset,
                               uint64_t length, uint64_t file_size, int64_t now) {
   const uint32_t tgid = static_cast<uint32_t>(ctx.stream);
-  MutexLock lock(&mu_);
   bool matched = false;
-  if (owners_.find(tgid) != owners_.end() ||
-      (ctx.shared_owner != 0 && owners_.find(ctx.shared_owner) != owners_.end())) {
-    MutexLock table_lock(buffers_->mu());
-    matched = MatchStreams(tgid, ino, offset, length, now) ||
-              MatchSharedStreams(ctx, ino, offset, length, now);
+  // Only a process that may have streams (or whose shared_owner may) takes mu_ to consume; the
+  // filter is exact for those that have (see owner_filter_), so consumption stays synchronous.
+  if (MayConsumeHints(ctx)) {
+    MutexLock lock(&mu_);
+    if (owners_.find(tgid) != owners_.end() ||
+        (ctx.shared_owner != 0 && owners_.find(ctx.shared_owner) != owners_.end())) {
+      MutexLock table_lock(buffers_->mu());
+      matched = MatchStreams(tgid, ino, offset, length, now) ||
+                MatchSharedStreams(ctx, ino, offset, length, now);
+    }
   }
   TrackRun(tgid, ino, offset, length, file_size, matched, now);
 }
