@@ -11,7 +11,7 @@
 // hits happened before anything that reads the queues' order (FileCache::ApplyDeferredHits),
 // as BP-Wrapper batches the LRU updates of a buffer pool (Ding et al., ICDE 2009).
 //
-// Thread-safety: ShardMutex, DeferHit, HasDeferredHits and TakeDeferredHits may be called from
+// Thread-safety: ShardMutex, DeferHits, HasDeferredHits and TakeDeferredHits may be called from
 // any thread; Find as said above; Insert and Erase by the owner only (they take the shard's
 // mutex themselves).
 #pragma once
@@ -32,7 +32,7 @@ struct Block;
 
 // A demand hit served under its block's shard mutex only, for the owner to apply.
 struct DeferredHit {
-  uint64_t seq = 0;  // the order of the hits across every shard (DeferHit sets it)
+  uint64_t seq = 0;  // the order of the hits across every shard (DeferHits sets it)
   BlockKey key;
   uint64_t id = 0;     // the block hit (Block::id): a block made at the key since is another
   uint32_t reads = 0;  // demand reads this hit ends: 1 on the last block of a read

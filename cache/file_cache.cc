@@ -244,11 +244,7 @@ std::optional<Result<size_t>> FileCache::StartRead(
     uint32_t waits = 0;
     for (uint64_t index = first; index <= last; ++index) {
       Block* b = table_.Find(ino, index);
-      // Bytes of this block the read needs, from the block's start.
-      const uint64_t block_start = index * block_size_;
-      const uint32_t lo = static_cast<uint32_t>(std::max(offset, block_start) - block_start);
-      const uint32_t hi =
-          static_cast<uint32_t>(std::min<uint64_t>(offset + n - block_start, block_size_));
+      const auto [lo, hi] = ReadBytesInBlock(index, offset, n);
       if (b != nullptr && Holds(*b, lo, hi)) {
         scratch.push_back(ReadPart{Pin(b->data), nullptr});
         if (!spec) OnDemandHit(b, &lru);
@@ -339,6 +335,13 @@ Result<size_t> FileCache::FinishHit(std::vector<ReadPart>* parts, uint64_t first
   return Result<size_t>(static_cast<size_t>(n));
 }
 
+std::pair<uint32_t, uint32_t> FileCache::ReadBytesInBlock(uint64_t index, uint64_t offset,
+                                                          uint64_t n) const {
+  const uint64_t block_start = index * block_size_;
+  return {static_cast<uint32_t>(std::max(offset, block_start) - block_start),
+          static_cast<uint32_t>(std::min<uint64_t>(offset + n - block_start, block_size_))};
+}
+
 bool FileCache::HitWithoutTableLock(uint64_t ino, uint64_t offset, uint64_t n,
                                     std::vector<ReadPart>* parts) {
   const uint64_t first = offset / block_size_;
@@ -347,10 +350,7 @@ bool FileCache::HitWithoutTableLock(uint64_t ino, uint64_t offset, uint64_t n,
   hits.clear();
   uint64_t deferred = 0;
   for (uint64_t index = first; index <= last; ++index) {
-    const uint64_t block_start = index * block_size_;
-    const uint32_t lo = static_cast<uint32_t>(std::max(offset, block_start) - block_start);
-    const uint32_t hi =
-        static_cast<uint32_t>(std::min<uint64_t>(offset + n - block_start, block_size_));
+    const auto [lo, hi] = ReadBytesInBlock(index, offset, n);
     MutexLock shard(shards_.ShardMutex(ino, index));
     const Block* b = shards_.Find(ino, index);
     if (b == nullptr || !Holds(*b, lo, hi)) {

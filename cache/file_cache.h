@@ -158,6 +158,9 @@ class FileCache final : private CacheBuffers {
                                           std::function<void(Result<ReadData>)>* shared_done,
                                           std::shared_ptr<PendingRead>* pending);
   Result<size_t> FinishPending(PendingRead* read, ReadData* shared);
+  // The bytes [lo, hi) of block `index`, from the block's start, that a read of n bytes at
+  // `offset` needs.
+  std::pair<uint32_t, uint32_t> ReadBytesInBlock(uint64_t index, uint64_t offset, uint64_t n) const;
   // A demand read whose every block holds its bytes, served under the blocks' shard mutexes
   // alone (cache/block_shards.h): pins the blocks into *parts and defers the hits. False, with
   // nothing pinned or counted, when some block lacks bytes the read needs (it then takes mu_).
