@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -53,6 +54,15 @@ void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
 }
 
 void SystemClock::TimerLoop() {
+  // Started by whichever thread first sets a timer, this thread inherits that thread's CPU
+  // affinity; over the FUSE ring that is a queue's thread, pinned to one CPU (fusefs/fuse_ring.h),
+  // and the timer thread, at real-time priority, then ran every completion on that CPU alone,
+  // preempting the requests of that CPU's queue. It takes the process's affinity (its main
+  // thread's) instead.
+  cpu_set_t cpus;
+  if (sched_getaffinity(getpid(), sizeof(cpus), &cpus) == 0) {
+    (void)sched_setaffinity(0, sizeof(cpus), &cpus);
+  }
   // Default slack is 50 µs; the disk model wants completions within a few µs of their deadline.
   prctl(PR_SET_TIMERSLACK, 1UL);
   // On a busy machine a normal thread wakes milliseconds late, and every emulated completion

@@ -1,9 +1,12 @@
 #include "util/clock.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <future>
+#include <thread>
 #include <vector>
 
 namespace tipfs {
@@ -90,6 +93,36 @@ TEST(SystemClockTest, EarlierTimerAddedLaterFiresFirst) {
   });
   both.get_future().wait();
   EXPECT_EQ(first_seen, 1);
+}
+
+// The timer thread is started by the first RunAt's thread and would inherit its CPU affinity; a
+// FUSE ring queue's thread is pinned to one CPU, so the completions of every emulated disk (at
+// real-time priority) ran on that CPU alone. The timer thread takes the process's affinity.
+TEST(SystemClockTest, TimerThreadTakesTheProcessAffinityNotItsStarters) {
+  cpu_set_t process;
+  ASSERT_EQ(sched_getaffinity(getpid(), sizeof(process), &process), 0);
+  if (CPU_COUNT(&process) < 2) GTEST_SKIP() << "needs two CPUs to tell the affinities apart";
+  int first = 0;
+  while (!CPU_ISSET(first, &process)) ++first;
+
+  SystemClock clock;
+  std::promise<cpu_set_t> timer_affinity;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    clock.RunAt(clock.NowNanos(), [&] {
+      cpu_set_t mine;
+      CPU_ZERO(&mine);
+      sched_getaffinity(0, sizeof(mine), &mine);
+      timer_affinity.set_value(mine);
+    });
+  });
+  pinned.join();
+  cpu_set_t timer = timer_affinity.get_future().get();
+  EXPECT_TRUE(CPU_EQUAL(&timer, &process))
+      << "timer thread on " << CPU_COUNT(&timer) << " CPUs, process on " << CPU_COUNT(&process);
 }
 
 }  // namespace
