@@ -54,6 +54,9 @@ void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
 }
 
 void SystemClock::TimerLoop() {
+  // Its own name (else it bears its starter's, e.g. a FUSE ring queue's), for top, perf and
+  // bench/fast/thread_cost.sh.
+  pthread_setname_np(pthread_self(), "tipfs-timer");
   // Started by whichever thread first sets a timer, this thread inherits that thread's CPU
   // affinity; over the FUSE ring that is a queue's thread, pinned to one CPU (fusefs/fuse_ring.h),
   // and the timer thread, at real-time priority, then ran every completion on that CPU alone,
