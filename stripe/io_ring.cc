@@ -168,8 +168,14 @@ IoRing::SubmitBatch::~SubmitBatch() {
 }
 
 IoRing::Counters IoRing::counters() const {
-  MutexLock lock(&mu_);
-  return counters_;
+  Counters c;
+  c.ops = counters_.ops.load(std::memory_order_relaxed);
+  c.enters = counters_.enters.load(std::memory_order_relaxed);
+  c.wakeups = counters_.wakeups.load(std::memory_order_relaxed);
+  c.queued = counters_.queued.load(std::memory_order_relaxed);
+  c.submit_errors = counters_.submit_errors.load(std::memory_order_relaxed);
+  c.refused_enters = counters_.refused_enters.load(std::memory_order_relaxed);
+  return c;
 }
 
 void IoRing::Loop() {
@@ -236,8 +242,7 @@ void IoRing::PrepareQueued() {
     // FIFO: the ops still waiting are the newest ones.
     uint64_t waiting = 0;
     for (Op* op = overflow_head_; op != nullptr && waiting < arrived; op = op->next) ++waiting;
-    MutexLock lock(&mu_);
-    counters_.queued += waiting;
+    Count(counters_.queued, waiting);
   }
 }
 
@@ -280,10 +285,7 @@ void IoRing::ArmWakeRead() {
 
 void IoRing::Enter(bool wait) {
   const int r = wait ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit_and_get_events(&ring_);
-  {
-    MutexLock lock(&mu_);
-    ++counters_.enters;
-  }
+  Count(counters_.enters, 1);
   if (r >= 0) {
     if (refused_in_run_ > 0) EndRefusals();
     return;
@@ -305,10 +307,7 @@ void IoRing::Refused(int err, uint32_t unsubmitted) {
   ++refused_in_run_;
   failed_in_run_ += unsubmitted;
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(2 * backoff_ns_, kMaxBackoffNs);
-  {
-    MutexLock lock(&mu_);
-    ++counters_.refused_enters;
-  }
+  Count(counters_.refused_enters, 1);
   const int64_t now = SystemClock::Default()->NowNanos();
   if (refused_in_run_ == 1) {
     std::fprintf(stderr,
@@ -376,10 +375,7 @@ void IoRing::FailUnsubmitted(int err) {
   ring_.sq.sqe_tail = head;
   ring_.sq.sqe_head = head;
   __atomic_store_n(ring_.sq.ktail, head, __ATOMIC_RELEASE);
-  {
-    MutexLock lock(&mu_);
-    counters_.submit_errors += finished_.size();
-  }
+  Count(counters_.submit_errors, finished_.size());
 }
 
 bool IoRing::HandleResult(Op* op, int res, int64_t* final_result) {
@@ -440,17 +436,11 @@ void IoRing::Reap() {
     Prepare(op);
   }
   if (!wake_armed_) ArmWakeRead();
-  if (wakeups > 0) {
-    MutexLock lock(&mu_);
-    counters_.wakeups += wakeups;
-  }
+  if (wakeups > 0) Count(counters_.wakeups, wakeups);
   if (finished_.empty()) return;
-  {
-    // Counted before the callbacks, as in_flight_ is: a caller woken by its callback may read
-    // counters() at once and must see its own op among those finished.
-    MutexLock lock(&mu_);
-    counters_.ops += finished_.size();
-  }
+  // Counted before the callbacks, as in_flight_ is: a caller woken by its callback may read
+  // counters() at once and must see its own op among those finished (the wake orders it).
+  Count(counters_.ops, finished_.size());
   for (auto& [op, result] : finished_) {
     // Counted out first: a caller woken by its callback may look at in_flight() at once.
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);

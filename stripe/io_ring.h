@@ -32,7 +32,8 @@
 //
 // Thread-safety: Submit, AllocOp and FlushThisThread may be called from any thread, including
 // finish callbacks on the ring thread (a Submit from there only queues). mu_ guards the incoming
-// list and the free list and is never held across a syscall or a callback.
+// list and the free list and is never held across a syscall or a callback; the counters are
+// atomics the ring thread alone writes.
 #pragma once
 
 #include <liburing.h>
@@ -167,7 +168,21 @@ class IoRing {
   Op* free_list_ GUARDED_BY(mu_) = nullptr;
   std::vector<std::unique_ptr<Op[]>> op_chunks_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
-  Counters counters_ GUARDED_BY(mu_);
+
+  // Counters' fields, written by the ring thread alone (a load and a store: no lock, no locked
+  // instruction), read by counters() from any thread.
+  struct RingCounters {
+    std::atomic<uint64_t> ops{0};
+    std::atomic<uint64_t> enters{0};
+    std::atomic<uint64_t> wakeups{0};
+    std::atomic<uint64_t> queued{0};
+    std::atomic<uint64_t> submit_errors{0};
+    std::atomic<uint64_t> refused_enters{0};
+  };
+  static void Count(std::atomic<uint64_t>& counter, uint64_t n) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  RingCounters counters_;
 
   // Ops submitted and not finished (queued ones included).
   std::atomic<uint32_t> in_flight_{0};
