@@ -28,6 +28,11 @@ bool IsFailure(int err, bool stat_of_object) {
   }
 }
 
+// Stores false only into a flag that is set: a success leaves the slots' cache line unwritten.
+void Clear(std::atomic<bool>& flag) {
+  if (flag.load(std::memory_order_relaxed)) flag.store(false, std::memory_order_relaxed);
+}
+
 int64_t UnixNanos() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -66,11 +71,11 @@ void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const St
     // Nothing learned.
   } else if (err == 0) {
     if (write || disk_wide) {
-      slot.writes_failing.store(false, std::memory_order_relaxed);
-      slot.full.store(false, std::memory_order_relaxed);
-      slot.read_only.store(false, std::memory_order_relaxed);
+      Clear(slot.writes_failing);
+      Clear(slot.full);
+      Clear(slot.read_only);
     }
-    if (!write || disk_wide) slot.reads_failing.store(false, std::memory_order_relaxed);
+    if (!write || disk_wide) Clear(slot.reads_failing);
   } else {
     const bool failure = IsFailure(err, /*stat_of_object=*/false);
     if (failure) {
@@ -83,6 +88,9 @@ void DiskHealthBoard::Record(uint32_t disk, bool write, bool disk_wide, const St
     }
   }
   const bool reads_after = slot.reads_failing.load(std::memory_order_relaxed);
+  // A success that changed no reads state (nearly every request) has nothing for mu_: no error to
+  // count, no listener to call.
+  if (err == 0 && reads_before == reads_after) return;
   std::shared_ptr<const Listener> listener;
   {
     MutexLock lock(&mu_);

@@ -14,9 +14,10 @@
 // each kind found. A failed Stat of a missing object, a short read and a cancelled request
 // (ECANCELED: the kernel dropped it, the disk did not fail it) are not errors.
 //
-// Thread-safety: the board is safe from any thread; state queries are lock-free. The listener
-// runs on the thread whose request changed a disk's reads between failing and working, with no
-// lock of the board held.
+// Thread-safety: the board is safe from any thread; state queries are lock-free, and so is a
+// success that changes no disk's reads state (nearly every request: mu_ is for errors and the
+// listener). The listener runs on the thread whose request changed a disk's reads between failing
+// and working, with no lock of the board held.
 #pragma once
 
 #include <array>
