@@ -21,6 +21,7 @@
 
 #include "fusefs/fuse_bridge.h"
 #include "fusefs/fuse_ring_abi.h"
+#include "fusefs/reply_poll.h"
 #include "fusefs/ring_workers.h"
 #include "util/clock.h"
 #include "util/mutex.h"
@@ -227,9 +228,12 @@ class FuseRing::Queue final : public WaitObserver {
     if (!serving_) {
       PrepareCommand(e, kCommitAndFetch, unique);
       io_uring_submit(&ring_);
+      ReplyCame();
       return true;
     }
     pending_.push_back({e, unique});
+    ReplyCame();
+    reply_queued_.store(true, std::memory_order_release);
     if (waiting_ && !kicked_) {
       kicked_ = true;
       Kick(kick_fd_);
@@ -337,16 +341,23 @@ class FuseRing::Queue final : public WaitObserver {
       {
         MutexLock lock(&mu_);
         batch_.swap(pending_);
-        waiting_ = true;  // a reply queued from here on wakes the server
-        kicked_ = false;
+        reply_queued_.store(false, std::memory_order_relaxed);
       }
       for (const PendingCommit& c : batch_) PrepareCommand(c.entry, kCommitAndFetch, c.unique);
       batch_.clear();
       if (!kick_armed_) ArmKick();
       kick_armed_ = true;
-      // One system call submits the replies and waits for the next request.
-      const int rc = io_uring_submit_and_wait(&ring_, 1);
+      SpinForWork();
+      bool wait;
       {
+        MutexLock lock(&mu_);
+        wait = pending_.empty();  // else the loop takes the replies queued since the swap
+        waiting_ = wait;          // a reply queued from here on wakes the server
+        kicked_ = false;
+      }
+      // One system call submits the replies and waits for the next request.
+      const int rc = wait ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit(&ring_);
+      if (wait) {
         MutexLock lock(&mu_);
         waiting_ = false;
       }
@@ -409,6 +420,7 @@ class FuseRing::Queue final : public WaitObserver {
   // Hands the request in `e` to libfuse as /dev/fuse would have delivered it.
   void Serve(Entry* e) {
     ++served_;
+    replies_owed_.fetch_add(1, std::memory_order_relaxed);
     fuse_in_header in;
     std::memcpy(&in, e->header->in_out, sizeof in);
     char* start = RebuildRequest(*e->header, e->payload, e->payload_bytes);
@@ -425,6 +437,36 @@ class FuseRing::Queue final : public WaitObserver {
       RecordTick(owner_->statistics_, FUSE_RING_HANDED_OFF);
       owner_->workers_.Hand(start, in.len);
     }
+  }
+
+  // A reply was committed: one fewer owed (never below zero: a reply to a request this queue
+  // did not count, should one come, is not owed).
+  void ReplyCame() {
+    uint32_t owed = replies_owed_.load(std::memory_order_relaxed);
+    while (owed > 0 &&
+           !replies_owed_.compare_exchange_weak(owed, owed - 1, std::memory_order_relaxed)) {
+    }
+  }
+
+  // Before the server sleeps with few replies owed, it spins until a reply is queued or a request
+  // or a completion is in the ring, within ReplyPoll's bounds (fusefs/reply_poll.h). The replies
+  // already taken are submitted first, as the wait would have.
+  void SpinForWork() {
+    const int64_t began = SystemClock::Default()->NowNanos();
+    const int64_t spin = poll_.SpinFor(began, replies_owed_.load(std::memory_order_relaxed));
+    if (spin <= 0 || io_uring_cq_ready(&ring_) > 0) return;
+    io_uring_submit(&ring_);
+    int64_t now = began;
+    bool found = false;
+    while (now - began < spin && !stop_requested_.load(std::memory_order_relaxed)) {
+      found = reply_queued_.load(std::memory_order_acquire) || io_uring_cq_ready(&ring_) > 0;
+      if (found) break;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      now = SystemClock::Default()->NowNanos();
+    }
+    poll_.Spun(began, now, found);
   }
 
   void FailRequest(Entry* e, uint64_t unique, int error) {
@@ -448,9 +490,14 @@ class FuseRing::Queue final : public WaitObserver {
   size_t live_ = 0;          // entries the kernel holds or that hold a request
   uint64_t served_ = 0;      // requests taken
   bool kick_armed_ = false;  // a read of the eventfd is in the ring
+  ReplyPoll poll_{SystemClock::Default()->NowNanos()};
   std::vector<PendingCommit> batch_;
   uint64_t kick_count_ = 0;  // where the kernel reads the eventfd's count into
   std::atomic<bool> stop_requested_{false};
+  // Requests served and not yet answered (Serve counts up, Commit down), for ReplyPoll.
+  std::atomic<uint32_t> replies_owed_{0};
+  // A reply was queued since the server last took them (set by Commit, cleared at the swap).
+  std::atomic<bool> reply_queued_{false};
   Mutex mu_;
   CondVar role_free_;  // the ring has no server, or the queue stopped serving
   std::vector<std::thread> threads_ GUARDED_BY(mu_);
