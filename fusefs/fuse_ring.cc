@@ -461,9 +461,10 @@ class FuseRing::Queue final : public WaitObserver {
     while (now - began < spin && !stop_requested_.load(std::memory_order_relaxed)) {
       found = reply_queued_.load(std::memory_order_acquire) || io_uring_cq_ready(&ring_) > 0;
       if (found) break;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      // Yields rather than pauses: the thread that will answer may be runnable on this CPU (a
+      // metadata reply, a worker), and a new request reaches this thread as task work, which
+      // runs when it enters the kernel.
+      sched_yield();
       now = SystemClock::Default()->NowNanos();
     }
     poll_.Spun(began, now, found);
