@@ -452,8 +452,10 @@ class FuseRing::Queue final : public WaitObserver {
   // or a completion is in the ring, within ReplyPoll's bounds (fusefs/reply_poll.h). The replies
   // already taken are submitted first, as the wait would have.
   void SpinForWork() {
+    const uint32_t owed = replies_owed_.load(std::memory_order_relaxed);
+    if (!poll_.MaySpin(owed)) return;  // most waits: no clock read on the request path
     const int64_t began = SystemClock::Default()->NowNanos();
-    const int64_t spin = poll_.SpinFor(began, replies_owed_.load(std::memory_order_relaxed));
+    const int64_t spin = poll_.SpinFor(began, owed);
     if (spin <= 0 || io_uring_cq_ready(&ring_) > 0) return;
     io_uring_submit(&ring_);
     int64_t now = began;

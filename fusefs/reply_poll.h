@@ -37,10 +37,13 @@ class ReplyPoll {
   ReplyPoll(const Options& options, int64_t now_ns)
       : options_(options), budget_ns_(options.max_budget_ns), accrued_to_ns_(now_ns) {}
 
+  // Whether a wait with `owed` replies owed may spin at all: no clock read is needed to know
+  // that it may not (the budget accrues by elapsed time, whenever SpinFor next looks).
+  bool MaySpin(uint32_t owed) const { return owed > 0 && owed <= options_.most_owed; }
   // Before a wait, with `owed` replies owed: how long to spin (0: sleep at once).
   int64_t SpinFor(int64_t now_ns, uint32_t owed) {
     Accrue(now_ns);
-    if (owed == 0 || owed > options_.most_owed) return 0;
+    if (!MaySpin(owed)) return 0;
     if (misses_ >= options_.misses_to_stop && ++waits_since_probe_ < options_.probe_every) return 0;
     waits_since_probe_ = 0;
     return std::min(options_.max_spin_ns, budget_ns_);

@@ -14,6 +14,9 @@ TEST(ReplyPollTest, SpinsOnlyWhileFewRepliesAreOwed) {
   EXPECT_EQ(poll.SpinFor(0, 1), 50 * kUs);
   EXPECT_EQ(poll.SpinFor(0, 2), 50 * kUs);
   EXPECT_EQ(poll.SpinFor(0, 3), 0) << "a queue this deep keeps the server busy";
+  EXPECT_FALSE(poll.MaySpin(0));
+  EXPECT_TRUE(poll.MaySpin(2));
+  EXPECT_FALSE(poll.MaySpin(3));
 }
 
 // Spins back to back use the budget up; the server then sleeps at once, and earns the budget back
