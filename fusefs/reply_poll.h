@@ -12,13 +12,16 @@
 // With more replies owed than `most_owed` the server does not spin: requests in flight keep it
 // busy, a late wake-up answers several replies at once, and the CPU a spin takes is the one the
 // programs and the disks' completions need. Spinning is bounded as SystemClock's is
-// (util/timer_wake.h): at most `max_spin_ns` per wait and `spin_share` of wall time overall.
+// (util/timer_wake.h): at most `max_spin_ns` per wait and `spin_share` of wall time overall (a
+// SpinBudget, util/spin_budget.h, saved up to `max_budget_ns`).
 //
 // Pure: no clock, no threads; the caller passes times. Thread-safety: none (the server's).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+
+#include "util/spin_budget.h"
 
 namespace tipfs::fusefs {
 
@@ -35,42 +38,33 @@ class ReplyPoll {
 
   explicit ReplyPoll(int64_t now_ns) : ReplyPoll(Options(), now_ns) {}
   ReplyPoll(const Options& options, int64_t now_ns)
-      : options_(options), budget_ns_(options.max_budget_ns), accrued_to_ns_(now_ns) {}
+      : options_(options), budget_(options.spin_share, options.max_budget_ns, now_ns) {}
 
   // Whether a wait with `owed` replies owed may spin at all: no clock read is needed to know
   // that it may not (the budget accrues by elapsed time, whenever SpinFor next looks).
   bool MaySpin(uint32_t owed) const { return owed > 0 && owed <= options_.most_owed; }
   // Before a wait, with `owed` replies owed: how long to spin (0: sleep at once).
   int64_t SpinFor(int64_t now_ns, uint32_t owed) {
-    Accrue(now_ns);
+    budget_.Accrue(now_ns);
     if (!MaySpin(owed)) return 0;
     if (misses_ >= options_.misses_to_stop && ++waits_since_probe_ < options_.probe_every) return 0;
     waits_since_probe_ = 0;
-    return std::min(options_.max_spin_ns, budget_ns_);
+    return std::min(options_.max_spin_ns, budget_.available_ns());
   }
   // A spin that began at `began_ns` ended at `ended_ns`, with work found (a reply, a request) or
   // run out: charged to the budget, and counted for whether spinning pays.
   void Spun(int64_t began_ns, int64_t ended_ns, bool found_work) {
-    budget_ns_ = std::max<int64_t>(0, budget_ns_ - std::max<int64_t>(0, ended_ns - began_ns));
+    budget_.Charge(ended_ns - began_ns);
     misses_ = found_work ? 0 : misses_ + 1;
   }
 
   bool stopped() const { return misses_ >= options_.misses_to_stop; }
 
-  int64_t budget_ns() const { return budget_ns_; }
+  int64_t budget_ns() const { return budget_.available_ns(); }
 
  private:
-  void Accrue(int64_t now_ns) {
-    if (now_ns <= accrued_to_ns_) return;
-    const double earned = static_cast<double>(now_ns - accrued_to_ns_) * options_.spin_share;
-    budget_ns_ =
-        std::min<int64_t>(options_.max_budget_ns, budget_ns_ + static_cast<int64_t>(earned));
-    accrued_to_ns_ = now_ns;
-  }
-
   const Options options_;
-  int64_t budget_ns_;
-  int64_t accrued_to_ns_;
+  SpinBudget budget_;
   uint32_t misses_ = 0;             // spins in a row that ran out
   uint32_t waits_since_probe_ = 0;  // while stopped
 };

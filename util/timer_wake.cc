@@ -5,28 +5,21 @@
 namespace tipfs {
 
 TimerWakePlanner::TimerWakePlanner(const Options& options, int64_t now_ns)
-    : options_(options), budget_ns_(options.max_budget_ns), accrued_to_ns_(now_ns) {}
-
-void TimerWakePlanner::Accrue(int64_t now_ns) {
-  if (now_ns <= accrued_to_ns_) return;
-  const double earned = static_cast<double>(now_ns - accrued_to_ns_) * options_.spin_share;
-  budget_ns_ = std::min<int64_t>(options_.max_budget_ns, budget_ns_ + static_cast<int64_t>(earned));
-  accrued_to_ns_ = now_ns;
-}
+    : options_(options), budget_(options.spin_share, options.max_budget_ns, now_ns) {}
 
 int64_t TimerWakePlanner::margin_ns() const { return std::min(estimate_ns_, options_.max_spin_ns); }
 
 int64_t TimerWakePlanner::SleepUntil(int64_t deadline_ns, int64_t now_ns) {
-  Accrue(now_ns);
+  budget_.Accrue(now_ns);
   const int64_t margin = margin_ns();
   const int64_t left = deadline_ns - now_ns;
   if (margin <= 0) return deadline_ns;
   if (left > margin) {
     // Wake `margin` early, unless the spin that would follow cannot be paid for.
-    return budget_ns_ >= margin ? deadline_ns - margin : deadline_ns;
+    return budget_.available_ns() >= margin ? deadline_ns - margin : deadline_ns;
   }
-  if (budget_ns_ < left) return deadline_ns;
-  budget_ns_ -= left;
+  if (budget_.available_ns() < left) return deadline_ns;
+  budget_.Charge(left);
   return now_ns;
 }
 

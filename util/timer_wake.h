@@ -8,14 +8,17 @@
 //
 // Spinning costs CPU that speculation and the benchmark's own processes need, so it is bounded
 // twice: at most `max_spin_ns` per wake (a wake-up later than that is not covered: the machine is
-// too busy for a spin to help), and at most `spin_share` of wall time overall (a budget that
-// accrues with time, up to `max_budget_ns`); without budget the thread sleeps to the deadline as
-// before. On a machine whose sleeps end on time the estimate stays near zero and nothing spins.
+// too busy for a spin to help), and at most `spin_share` of wall time overall (a SpinBudget,
+// util/spin_budget.h, saved up to `max_budget_ns`); without budget the thread sleeps to the
+// deadline as before. On a machine whose sleeps end on time the estimate stays near zero and
+// nothing spins.
 //
 // Pure: no clock, no threads; the caller passes times. Thread-safety: none (the timer thread's).
 #pragma once
 
 #include <cstdint>
+
+#include "util/spin_budget.h"
 
 namespace tipfs {
 
@@ -40,19 +43,16 @@ class TimerWakePlanner {
 
   // How long before a deadline the thread now wakes (the learnt lateness, capped).
   int64_t margin_ns() const;
-  int64_t budget_ns() const { return budget_ns_; }
+  int64_t budget_ns() const { return budget_.available_ns(); }
   // The lateness learnt: it moves up by a fourth of the gap to a later wake and down by a
   // sixteenth to an earlier one, so it settles in the upper part of recent wakes' spread: most
   // wakes then come a little early and spin briefly, few come late.
   int64_t lateness_estimate_ns() const { return estimate_ns_; }
 
  private:
-  void Accrue(int64_t now_ns);
-
   const Options options_;
   int64_t estimate_ns_ = 0;
-  int64_t budget_ns_;
-  int64_t accrued_to_ns_;
+  SpinBudget budget_;
 };
 
 }  // namespace tipfs
