@@ -470,6 +470,10 @@ class FuseRing::Queue final : public WaitObserver {
       now = SystemClock::Default()->NowNanos();
     }
     poll_.Spun(began, now, found);
+    // Counted once per spin, after it: whether spinning pays shows in `tipfs stats`.
+    RecordTick(owner_->statistics_, FUSE_RING_REPLY_SPINS);
+    if (found) RecordTick(owner_->statistics_, FUSE_RING_REPLY_SPINS_FOUND);
+    RecordTick(owner_->statistics_, FUSE_RING_REPLY_SPIN_NANOS, static_cast<uint64_t>(now - began));
   }
 
   void FailRequest(Entry* e, uint64_t unique, int error) {

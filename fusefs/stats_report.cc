@@ -352,6 +352,11 @@ std::string StatsReport::Text() const {
             " times a queue's thread passed the ring on while it waited for the disks\n",
             ring, statistics_->Get(FUSE_RING_HANDED_OFF),
             statistics_->Get(FUSE_RING_SERVER_CHANGES));
+    Appendf(&out,
+            "  reply spins: %" PRIu64 " (%" PRIu64
+            " found their reply or a request), %.1f ms spinning\n",
+            statistics_->Get(FUSE_RING_REPLY_SPINS), statistics_->Get(FUSE_RING_REPLY_SPINS_FOUND),
+            static_cast<double>(statistics_->Get(FUSE_RING_REPLY_SPIN_NANOS)) / 1e6);
   }
   Appendf(&out,
           "files: %" PRIu64 " creates, %" PRIu64 " opens, %" PRIu64 " flushes, %" PRIu64

@@ -32,6 +32,9 @@ constexpr std::pair<Ticker, const char*> kTickerNames[] = {
     {FUSE_RING_REQUESTS, "fuse.ring.requests"},
     {FUSE_RING_HANDED_OFF, "fuse.ring.handed_off"},
     {FUSE_RING_SERVER_CHANGES, "fuse.ring.server_changes"},
+    {FUSE_RING_REPLY_SPINS, "fuse.ring.reply_spins"},
+    {FUSE_RING_REPLY_SPINS_FOUND, "fuse.ring.reply_spins_found"},
+    {FUSE_RING_REPLY_SPIN_NANOS, "fuse.ring.reply_spin.nanos"},
 };
 static_assert(std::size(kTickerNames) == TICKER_ENUM_MAX,
               "every Ticker needs a row in kTickerNames");

@@ -58,6 +58,12 @@ enum Ticker : uint32_t {
   // Times a ring queue's thread, about to wait for the disks inside a handler, passed the ring to
   // a spare thread (util/wait_notice.h).
   FUSE_RING_SERVER_CHANGES,
+  // A ring queue's server spun for a reply before it slept (fusefs/reply_poll.h): the spins, those
+  // that ended because a reply or a request came (the rest ran out and slept anyway), and the time
+  // spent spinning, which is CPU the programs did not get.
+  FUSE_RING_REPLY_SPINS,
+  FUSE_RING_REPLY_SPINS_FOUND,
+  FUSE_RING_REPLY_SPIN_NANOS,
   TICKER_ENUM_MAX
 };
 

@@ -116,6 +116,36 @@ TEST_F(FuseRingTest, ManyReadsInFlightGetTheirOwnBytes) {
             static_cast<uint64_t>(kThreads) * kReadsPerThread);
 }
 
+// One reader: each read that misses leaves one reply owed while it waits for the disk, so the
+// queue's thread spins for the reply before it sleeps, and `tipfs stats` counts the spins. How many
+// the reply ended is the machine's business (a loaded CPU answers late), not the test's.
+TEST_F(FuseRingTest, ReplySpinsShowInStats) {
+  const std::string data = PatternBytes(16u << 20, 9);
+  ASSERT_TRUE(WriteFileBytes(Path("alone"), data));
+  // A fresh daemon: the write's waits, which no spin covers, would have stopped the spinning
+  // (fusefs/reply_poll.h) until a trial spin found its reply.
+  ASSERT_EQ(mount_->Unmount(), "");
+  ASSERT_EQ(mount_->Mount(), "");
+  const uint64_t spins_before = MountCounter(mount_->mountpoint(), "fuse.ring.reply_spins");
+  ReadCounts counts;
+  ReadPiecesAtRandom(Path("alone"), data, 3, 500, &counts);
+  EXPECT_EQ(counts.failed.load(), 0);
+  EXPECT_EQ(counts.wrong.load(), 0);
+  // Found first: a spin counts itself before whether it found its work, so a spin between the
+  // two readings cannot make found exceed spins.
+  const uint64_t found = MountCounter(mount_->mountpoint(), "fuse.ring.reply_spins_found");
+  const uint64_t spins = MountCounter(mount_->mountpoint(), "fuse.ring.reply_spins");
+  const uint64_t nanos = MountCounter(mount_->mountpoint(), "fuse.ring.reply_spin.nanos");
+  EXPECT_GT(spins, spins_before) << "reads at queue depth 1 that waited for the disks";
+  EXPECT_LE(found, spins);
+  if (found < spins) EXPECT_GT(nanos, 0u) << "a spin that ran out took time";
+  const std::string text = ReadFileOrDie(Path(".tipfs/stats"));
+  const size_t line = text.find("  reply spins: ");
+  ASSERT_NE(line, std::string::npos) << text;
+  EXPECT_NE(text.find(" ms spinning\n", line), std::string::npos) << text;
+  EXPECT_NE(text.compare(line, 17, "  reply spins: 0 "), 0) << text;
+}
+
 // SIGTERM while 16 readers keep reads waiting for the disks: the daemon stops taking requests,
 // the reads it had started still answer, and it unmounts and exits without touching what it freed
 // (the test also runs under ASan); what was written is there at the next mount. Each read returns
