@@ -1,6 +1,6 @@
 // SpinBudget: how long a thread that spins instead of sleeping may still spin. A spin saves the
 // wake-up a sleep would cost, but it keeps a CPU busy that speculation, the programs and the
-// disks' completions need, and on the 2-CPU machines tipfs runs on that CPU is half the machine.
+// disks' completions need (on a 2-CPU machine, half of it).
 // So spinning is bounded to `spin_share` of wall time: the budget accrues at that share of the
 // time that passes and each spin is charged to it. What is not spent is saved up to
 // `max_budget_ns`, so a burst after a quiet spell may spin at once, while a thread that spins all
