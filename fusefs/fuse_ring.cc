@@ -338,6 +338,12 @@ class FuseRing::Queue final : public WaitObserver {
       registered_ = true;
     }
     while (!stop_requested_.load() && live_ > 0) {
+      // Emulated disks' completions already due run here rather than on the clock's timer
+      // thread: their replies are queued for this very loop, no thread is woken for them.
+      SystemClock::Default()->RunDue();
+      // A completion waits for nothing today; were one to wait long, the ring would have passed
+      // on (WaitBegins), and a thread that is no longer its server must not go on with it.
+      if (server_.load() != std::this_thread::get_id()) return true;
       {
         MutexLock lock(&mu_);
         batch_.swap(pending_);
@@ -348,6 +354,7 @@ class FuseRing::Queue final : public WaitObserver {
       if (!kick_armed_) ArmKick();
       kick_armed_ = true;
       SpinForWork();
+      if (server_.load() != std::this_thread::get_id()) return true;  // as after RunDue above
       bool wait;
       {
         MutexLock lock(&mu_);
@@ -461,6 +468,9 @@ class FuseRing::Queue final : public WaitObserver {
     int64_t now = began;
     bool found = false;
     while (now - began < spin && !stop_requested_.load(std::memory_order_relaxed)) {
+      // The reply may be this thread's to make: an emulated completion that falls due during the
+      // spin (on nvme, at depth 1, the disk answers within it) runs here, not on the timer thread.
+      SystemClock::Default()->RunDue();
       found = reply_queued_.load(std::memory_order_acquire) || io_uring_cq_ready(&ring_) > 0;
       if (found) break;
       // Yields rather than pauses: the thread that will answer may be runnable on this CPU (a

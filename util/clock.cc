@@ -53,6 +53,24 @@ void SystemClock::RunAt(int64_t deadline_ns, std::function<void()> fn) {
   if (earliest) cv_.Signal();
 }
 
+bool SystemClock::RunDue() {
+  const int64_t earliest = earliest_ns_.load(std::memory_order_relaxed);
+  if (earliest == kNoTimer) return false;
+  const int64_t now = NowNanos();
+  if (earliest > now) return false;
+  bool ran = false;
+  MutexLock lock(&mu_);
+  // Only what was due when it looked: a callback's new timer waits for its own time.
+  while (!timers_.empty() && timers_.top().deadline <= now) {
+    std::function<void()> fn = PopTimer();
+    lock.Unlock();
+    fn();
+    ran = true;
+    lock.Lock();
+  }
+  return ran;
+}
+
 void SystemClock::TimerLoop() {
   // Its own name (else it bears its starter's, e.g. a FUSE ring queue's), for top, perf and
   // bench/fast/thread_cost.sh.

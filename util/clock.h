@@ -46,14 +46,20 @@ class TimerHeap {
   };
   void PushTimer(int64_t deadline, std::function<void()> fn) REQUIRES(mu_) {
     timers_.push(Timer{deadline, next_seq_++, std::move(fn)});
+    earliest_ns_.store(timers_.top().deadline, std::memory_order_relaxed);
   }
   // Takes the earliest timer's callback off the heap.
   std::function<void()> PopTimer() REQUIRES(mu_) {
     std::function<void()> fn = std::move(const_cast<Timer&>(timers_.top()).fn);
     timers_.pop();
+    earliest_ns_.store(timers_.empty() ? kNoTimer : timers_.top().deadline,
+                       std::memory_order_relaxed);
     return fn;
   }
+  static constexpr int64_t kNoTimer = INT64_MAX;
   mutable Mutex mu_;
+  // The earliest deadline (kNoTimer: none), written under mu_, for a look without it.
+  std::atomic<int64_t> earliest_ns_{kNoTimer};
   std::priority_queue<Timer, std::vector<Timer>, Later> timers_ GUARDED_BY(mu_);
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
 };
@@ -74,6 +80,14 @@ class SystemClock : public Clock, private TimerHeap {
 
   // The process-wide instance.
   static SystemClock* Default();
+
+  // Runs the timers already due on the calling thread, ahead of the timer thread, and returns
+  // whether it ran any. For a thread that loops anyway (a FUSE ring queue's server, between
+  // requests and while it spins for a reply): a completion it runs needs no hand-off to the
+  // timer thread, and the reply it makes is this thread's own to send. Cheap when nothing is
+  // due: an atomic load, and a clock read while a timer is pending. The caller must hold no lock
+  // a callback takes.
+  bool RunDue();
 
  private:
   void TimerLoop();

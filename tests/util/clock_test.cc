@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <thread>
 #include <vector>
@@ -93,6 +94,67 @@ TEST(SystemClockTest, EarlierTimerAddedLaterFiresFirst) {
   });
   both.get_future().wait();
   EXPECT_EQ(first_seen, 1);
+}
+
+// A looping thread runs what is due itself (RunDue), on its own thread, and leaves what is not.
+// The timer thread is held in a callback meanwhile, so the due timer is there for RunDue to take.
+TEST(SystemClockTest, RunDueRunsWhatIsDueOnTheCallingThreadOnly) {
+  std::promise<void> holding;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  SystemClock clock;  // after what its callbacks use: its destructor joins the timer thread first
+  clock.RunAt(clock.NowNanos(), [&] {
+    holding.set_value();
+    released.wait();
+  });
+  holding.get_future().wait();
+  EXPECT_FALSE(clock.RunDue()) << "the holding timer was taken; nothing else is pending";
+
+  const int64_t now = clock.NowNanos();
+  std::thread::id due_ran_on;
+  bool later_ran = false;
+  clock.RunAt(now, [&] { due_ran_on = std::this_thread::get_id(); });
+  clock.RunAt(now + 3600 * kNanosPerSecond, [&] { later_ran = true; });
+  EXPECT_TRUE(clock.RunDue());
+  EXPECT_EQ(due_ran_on, std::this_thread::get_id());
+  EXPECT_FALSE(later_ran);
+  EXPECT_FALSE(clock.RunDue()) << "a timer runs once";
+  release.set_value();  // the later timer is dropped with the clock
+}
+
+// A loop calling RunDue and the timer thread race for the same timers: each runs exactly once,
+// and never before its deadline.
+TEST(SystemClockTest, TimersRunOnceWhenALoopRacesTheTimerThread) {
+  SystemClock clock;
+  constexpr int kTimers = 2000;
+  std::vector<std::atomic<int>> runs(kTimers);
+  std::atomic<int> ran{0};
+  std::atomic<int> early{0};
+  std::atomic<bool> stop{false};
+  std::thread loop([&] {
+    while (!stop.load()) clock.RunDue();
+  });
+  const int64_t base = clock.NowNanos() + 20 * kNanosPerMilli;
+  for (int i = 0; i < kTimers; ++i) {
+    const int64_t deadline = base + (i % 200) * 10 * kNanosPerMicro;
+    clock.RunAt(deadline, [&, i, deadline] {
+      if (clock.NowNanos() < deadline) ++early;
+      ++runs[i];
+      ++ran;
+    });
+  }
+  // Bounded, so that a lost timer fails the test instead of hanging it.
+  const int64_t give_up = clock.NowNanos() + 30 * kNanosPerSecond;
+  while (ran.load() < kTimers && clock.NowNanos() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop = true;
+  loop.join();
+  int not_once = 0;
+  for (const std::atomic<int>& r : runs) not_once += r.load() != 1;
+  EXPECT_EQ(not_once, 0);
+  EXPECT_EQ(ran.load(), kTimers);
+  EXPECT_EQ(early.load(), 0);
 }
 
 // The timer thread is started by the first RunAt's thread and would inherit its CPU affinity; a
