@@ -29,12 +29,28 @@ Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
 
 void BlockTable::Erase(Block* b) {
   Unqueue(b);
+  if (b->fetch != nullptr) EndFetch(b);
   auto it = inodes_.find(b->key.ino);
   if (it == inodes_.end()) return;
   const uint64_t ino = b->key.ino;
   index_->Erase(b->key.ino, b->key.index);  // before the block is deleted
   if (it->second.blocks.erase(b->key.index) > 0) --blocks_;
   MaybeDropInode(ino);
+}
+
+void BlockTable::BeginFetch(Block* b, Fetch* f) {
+  Unqueue(b);
+  b->fetch = f;
+  b->in_flight_slot = static_cast<uint32_t>(in_flight_.size());
+  in_flight_.push_back(b);
+}
+
+void BlockTable::EndFetch(Block* b) {
+  Block* last = in_flight_.back();
+  in_flight_[b->in_flight_slot] = last;
+  last->in_flight_slot = b->in_flight_slot;
+  in_flight_.pop_back();
+  b->fetch = nullptr;
 }
 
 InodeState* BlockTable::FindInode(uint64_t ino) {

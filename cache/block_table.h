@@ -55,7 +55,9 @@ struct Block {
   // first bytes valid: [start of granule tail_end / granule, tail_end) mirror the disks although
   // the granule is not in valid_mask (an append, with no size known here for the rest). 0: none.
   uint32_t tail_end = 0;
-  Fetch* fetch = nullptr;  // non-null while a fetch fills it (it is then on no queue)
+  // Non-null while a fetch fills it (it is then on no queue). Set and cleared only through
+  // BlockTable::BeginFetch and EndFetch, which keep the list of blocks in flight.
+  Fetch* fetch = nullptr;
   uint32_t hint_refs = 0;  // hinted accesses holding this block (TIP's hinted buffers)
   BlockOrigin origin = BlockOrigin::kDemand;
   uint8_t hint_source = 0;   // HintSource of the hint that fetched it (origin kHinted)
@@ -67,6 +69,7 @@ struct Block {
   bool in_tail = false;
   Block* prev = nullptr;
   Block* next = nullptr;
+  uint32_t in_flight_slot = 0;  // its place in the table's list of blocks in flight (BlockTable)
 
   bool valid() const { return fetch == nullptr; }
 };
@@ -93,8 +96,21 @@ class BlockTable {
   Block* Find(uint64_t ino, uint64_t index) const { return index_->Find(ino, index); }
   // REQUIRES: no block (ino, index). The new block is on no queue.
   Block* Insert(uint64_t ino, uint64_t index, uint32_t disk);
-  // Unqueues and deletes the block. REQUIRES: b->fetch == nullptr or the caller detached it.
+  // Unqueues and deletes the block (ending its fetch, if any: the caller detaches the Fetch).
   void Erase(Block* b);
+
+  // A fetch starts filling b (which leaves its queue) / stops (b->fetch is cleared; the caller
+  // queues or erases it). The table lists the blocks in flight so that statistics look at those
+  // alone: FileCache::Stats runs for every TIPFS_IOC_QUERY and scrape, under the cache's lock.
+  // REQUIRES: b->fetch == nullptr (BeginFetch), b->fetch != nullptr (EndFetch).
+  void BeginFetch(Block* b, Fetch* f);
+  void EndFetch(Block* b);
+  uint64_t in_flight_size() const { return in_flight_.size(); }
+  // Calls fn(const Block&) for every block in flight.
+  template <typename Fn>
+  void ForEachInFlight(Fn fn) const {
+    for (const Block* b : in_flight_) fn(*b);
+  }
 
   InodeState* FindInode(uint64_t ino);
   InodeState* GetInode(uint64_t ino);  // creates it
@@ -102,14 +118,6 @@ class BlockTable {
   void MaybeDropInode(uint64_t ino);
   // Blocks of `ino` with first <= index <= last, in index order.
   void BlocksInRange(uint64_t ino, uint64_t first, uint64_t last, std::vector<Block*>* out);
-
-  // Calls fn(const Block&) for every block (O(blocks): for statistics).
-  template <typename Fn>
-  void ForEach(Fn fn) const {
-    for (const auto& [ino, inode] : inodes_) {
-      for (const auto& [index, block] : inode.blocks) fn(*block);
-    }
-  }
 
   // Queues.
   void PushLru(Block* b);  // at the most recently used end
@@ -149,6 +157,7 @@ class BlockTable {
   BlockShards* const index_;
   uint64_t blocks_ = 0;
   uint64_t next_id_ = 1;
+  std::vector<Block*> in_flight_;  // each at its in_flight_slot; unordered
 
   Queue lru_;
   Queue evict_first_;

@@ -560,7 +560,7 @@ void FileCache::OnFetchDone(Fetch* fetch, Status status) {
     fetch->status = status;
     fetch->done = true;
     if (Block* b = fetch->block; b != nullptr) {
-      b->fetch = nullptr;
+      table_.EndFetch(b);
       fetch->block = nullptr;
       const InodeState* inode = table_.FindInode(b->key.ino);
       // Bytes read while a write to the file was in progress, or before one that has since
@@ -713,13 +713,14 @@ CacheStats FileCache::Stats() {
     stats.block_size = block_size_;
     stats.lru_buffers = table_.lru_size();
     stats.evict_first_buffers = table_.evict_first_size();
-    table_.ForEach([&stats](const Block& b) {
-      if (b.hint_refs > 0 || (!b.valid() && b.origin == BlockOrigin::kHinted)) {
-        ++stats.hinted_buffers;
-      } else if (!b.valid()) {
-        ++stats.fetching_buffers;
-      }
+    // A block on neither queue is held by a hint or in flight. In flight for a hint, or held,
+    // it is a hinted buffer; in flight for anything else and unheld, a fetching one. So only
+    // the blocks in flight need a look, not the whole cache.
+    table_.ForEachInFlight([&stats](const Block& b) {
+      if (b.hint_refs == 0 && b.origin != BlockOrigin::kHinted) ++stats.fetching_buffers;
     });
+    stats.hinted_buffers =
+        table_.size() - stats.lru_buffers - stats.evict_first_buffers - stats.fetching_buffers;
   }
   stats.stall_nanos = stall_nanos_.load(std::memory_order_relaxed);
   manager_->FillStats(&stats);

@@ -113,7 +113,7 @@ Block* FileCache::NewFetchedBlock(uint64_t ino, uint64_t index, BlockOrigin orig
       NewFetch(ino, index, prefetch, file_size, now, lo, std::min(hi, block_size_), nullptr);
   f->block = b;
   f->inode_epoch = table_.GetInode(ino)->epoch;
-  b->fetch = f.get();
+  table_.BeginFetch(b, f.get());
   return b;
 }
 
@@ -147,8 +147,7 @@ std::shared_ptr<Fetch> FileCache::FetchMissing(Block* b, uint32_t lo, uint32_t h
                                       run_hi, std::move(buffer));
   f->block = b;
   f->inode_epoch = table_.GetInode(b->key.ino)->epoch;
-  b->fetch = f.get();
-  table_.Unqueue(b);  // a block being filled is on no queue
+  table_.BeginFetch(b, f.get());  // a block being filled is on no queue
   return f;
 }
 

@@ -17,7 +17,7 @@ void FileCache::DetachInFlight(uint64_t ino, uint64_t first, uint64_t last) {
   for (Block* b : blocks) {
     if (b->valid()) continue;
     b->fetch->block = nullptr;
-    b->fetch = nullptr;
+    table_.EndFetch(b);
     table_.Erase(b);
   }
 }

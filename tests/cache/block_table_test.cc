@@ -9,6 +9,7 @@
 #include <list>
 #include <map>
 #include <random>
+#include <set>
 
 namespace tipfs::cache {
 namespace {
@@ -97,6 +98,46 @@ TEST(BlockTableTest, RangesQueuesAndInodeLifetime) {
 
 // Random inserts, erases and lookups against a std::map, on few inodes and dense indexes (the
 // cache's keys: long probe runs that wrap around the slot array and shift back on erase).
+TEST(BlockTableTest, BlocksInFlightAreListedUntilTheirFetchEndsOrTheyAreErased) {
+  BlockShards index;
+  BlockTable table(&index, 4);
+  std::map<uint64_t, Block*> blocks;  // index -> block
+  std::set<Block*> in_flight;
+  Fetch* const fetch = reinterpret_cast<Fetch*>(&table);  // any non-null pointer: never followed
+  std::mt19937 rng(11);
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t i = rng() % 64;
+    auto it = blocks.find(i);
+    if (it == blocks.end()) {
+      Block* b = table.Insert(1, i, 0);
+      blocks[i] = b;
+      if (rng() % 2 == 0) {
+        table.PushLru(b);
+      } else {
+        table.BeginFetch(b, fetch);
+        in_flight.insert(b);
+      }
+    } else if (rng() % 3 == 0) {
+      in_flight.erase(it->second);
+      table.Erase(it->second);  // in flight or not
+      blocks.erase(it);
+    } else if (it->second->fetch != nullptr) {
+      table.EndFetch(it->second);
+      in_flight.erase(it->second);
+      table.PushLru(it->second);
+    } else {
+      table.BeginFetch(it->second, fetch);  // leaves the LRU queue
+      in_flight.insert(it->second);
+      ASSERT_EQ(it->second->queue, BlockQueue::kNone);
+    }
+    std::set<const Block*> listed;
+    table.ForEachInFlight([&listed](const Block& b) { listed.insert(&b); });
+    ASSERT_EQ(listed, std::set<const Block*>(in_flight.begin(), in_flight.end())) << step;
+    ASSERT_EQ(table.in_flight_size(), in_flight.size());
+    ASSERT_EQ(table.lru_size() + in_flight.size(), table.size());
+  }
+}
+
 TEST(BlockIndexTest, AgreesWithAMapUnderChurn) {
   BlockIndex index;
   std::map<std::pair<uint64_t, uint64_t>, Block*> reference;

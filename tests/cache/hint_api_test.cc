@@ -3,7 +3,9 @@
 // prefetch bounds.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "cache/file_cache.h"
 #include "tests/cache/cache_rig.h"
@@ -339,6 +341,70 @@ TEST(HintApiTest, StreamWhoseReadsStopMatchingRetires) {
   EXPECT_EQ(stats.streams_retired, 1u);
   EXPECT_EQ(stats.hinted_cancelled, 10u);
   EXPECT_EQ(stats.outstanding_hinted_bytes, 0u);
+}
+
+// TIPFS_IOC_QUERY and `tipfs stats` count the cache's buffers by state: held by a hint or in
+// flight for one (hinted), in flight for anything else and unheld (fetching), on the LRU or the
+// evict-first queue. The counts follow every change of state, fetches in flight included.
+struct BufferCounts {
+  uint64_t hinted, fetching, lru, evict_first;
+  bool operator==(const BufferCounts&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const BufferCounts& c) {
+  return os << "hinted " << c.hinted << ", fetching " << c.fetching << ", lru " << c.lru
+            << ", evict-first " << c.evict_first;
+}
+
+BufferCounts CountsOf(const CacheStats& s) {
+  return BufferCounts{s.hinted_buffers, s.fetching_buffers, s.lru_buffers, s.evict_first_buffers};
+}
+
+TEST(HintApiTest, BufferCountsFollowFetchesHoldsAndReleases) {
+  CacheOptions o = TestOptions(64);
+  o.max_prefetches_per_disk = 1;
+  CacheRig rig(2, kUnit, o, Wrap::kHeld);
+  const std::string data = WriteFile(rig, 1, 32 * kBlock, 8);
+  const std::string other = WriteFile(rig, 2, 4 * kBlock, 9);
+  rig.HoldAll(true);
+  std::vector<std::string> out(4, std::string(kBlock, '\0'));
+  int done = 0;
+  for (uint64_t b = 0; b < 4; ++b) {
+    rig.cache->ReadAsync(ReadContext{200, 200}, 1, b * kBlock, kBlock, data.size(), out[b].data(),
+                         [&done](Result<size_t> r) { done += r.ok() ? 1 : 0; });
+  }
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{0, 4, 0, 0}));
+
+  // Blocks 2 and 3, in flight on demand, become hinted; so do the prefetches of 10 and 11.
+  ASSERT_TRUE(rig.cache
+                  ->Hint(Batch(100, 100, 1, data.size(),
+                               {{2 * kBlock, 2 * kBlock}, {10 * kBlock, 2 * kBlock}}))
+                  .ok());
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 2, 0, 0}));
+
+  // A truncate drops a fetch in flight with its block.
+  std::string lost(kBlock, '\0');
+  rig.cache->ReadAsync(ReadContext{200, 200}, 2, 0, kBlock, other.size(), lost.data(),
+                       [](Result<size_t>) {});
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 3, 0, 0}));
+  ASSERT_TRUE(rig.cache->Truncate(2, other.size(), 0).ok());
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 2, 0, 0}));
+
+  // Completed, the demand blocks go to the LRU; the hinted ones stay held.
+  rig.HoldAll(false);
+  rig.ReleaseAll();
+  EXPECT_EQ(done, 4);
+  for (uint64_t b = 0; b < 4; ++b) EXPECT_EQ(out[b], data.substr(b * kBlock, kBlock));
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 0, 2, 0}));
+
+  // Consumed by the hinting process, the demand-fetched blocks join the LRU.
+  EXPECT_EQ(rig.Read(ReadContext{100, 100}, 1, 2 * kBlock, 2 * kBlock, data.size()),
+            data.substr(2 * kBlock, 2 * kBlock));
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{2, 0, 4, 0}));
+
+  // Cancelled unread, the prefetched ones are the first to go.
+  ASSERT_TRUE(rig.cache->Cancel(100).ok());
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{0, 0, 4, 2}));
 }
 
 }  // namespace
