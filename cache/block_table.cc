@@ -28,8 +28,13 @@ Block* BlockTable::Insert(uint64_t ino, uint64_t index, uint32_t disk) {
 }
 
 void BlockTable::Erase(Block* b) {
+  if (b->fetch != nullptr) {
+    // Its Fetch would complete into a deleted block, and the list of blocks in flight would
+    // keep a dangling pointer that FileCache::Stats follows.
+    std::fprintf(stderr, "INTERNAL ERROR: BlockTable::Erase of a block in flight\n");
+    std::abort();
+  }
   Unqueue(b);
-  if (b->fetch != nullptr) EndFetch(b);
   auto it = inodes_.find(b->key.ino);
   if (it == inodes_.end()) return;
   const uint64_t ino = b->key.ino;
@@ -46,6 +51,11 @@ void BlockTable::BeginFetch(Block* b, Fetch* f) {
 }
 
 void BlockTable::EndFetch(Block* b) {
+  if (b->fetch == nullptr || b->in_flight_slot >= in_flight_.size() ||
+      in_flight_[b->in_flight_slot] != b) {
+    std::fprintf(stderr, "INTERNAL ERROR: BlockTable::EndFetch of a block not in flight\n");
+    std::abort();
+  }
   Block* last = in_flight_.back();
   in_flight_[b->in_flight_slot] = last;
   last->in_flight_slot = b->in_flight_slot;

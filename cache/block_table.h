@@ -96,7 +96,8 @@ class BlockTable {
   Block* Find(uint64_t ino, uint64_t index) const { return index_->Find(ino, index); }
   // REQUIRES: no block (ino, index). The new block is on no queue.
   Block* Insert(uint64_t ino, uint64_t index, uint32_t disk);
-  // Unqueues and deletes the block (ending its fetch, if any: the caller detaches the Fetch).
+  // Unqueues and deletes the block. REQUIRES: b->fetch == nullptr (the caller ended its fetch
+  // with EndFetch and detached the Fetch); aborts otherwise.
   void Erase(Block* b);
 
   // A fetch starts filling b (which leaves its queue) / stops (b->fetch is cleared; the caller

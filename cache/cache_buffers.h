@@ -86,7 +86,7 @@ class CacheBuffers {
     }
   }
   // Gives b's buffer up: b leaves the table (a ghost when it was on the LRU queue), counted in
-  // the data path's eviction counters. REQUIRES: b is not in flight (BlockTable::Erase).
+  // the data path's eviction counters. REQUIRES: b is not in flight (BlockTable::Erase aborts).
   void EvictBlock(Block* b) REQUIRES(mu_) {
     if (b->queue == BlockQueue::kLru) table_.AddGhost(b->key);
     if (!b->used) {

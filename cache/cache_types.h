@@ -247,7 +247,7 @@ struct CacheStats {
   uint64_t evictions = 0;
   uint64_t fetch_errors = 0;
   // Buffers (gauges): the LRU part, hinted (held by hints or in flight for them), evict-first,
-  // in flight for demand or read-ahead.
+  // in flight for anything else (demand, read-ahead, warm-up) and held by no hint.
   uint64_t capacity_blocks = 0;
   uint64_t block_size = 0;
   uint64_t lru_buffers = 0;

@@ -96,8 +96,6 @@ TEST(BlockTableTest, RangesQueuesAndInodeLifetime) {
   EXPECT_EQ(table.size(), 1u);
 }
 
-// Random inserts, erases and lookups against a std::map, on few inodes and dense indexes (the
-// cache's keys: long probe runs that wrap around the slot array and shift back on erase).
 TEST(BlockTableTest, BlocksInFlightAreListedUntilTheirFetchEndsOrTheyAreErased) {
   BlockShards index;
   BlockTable table(&index, 4);
@@ -118,8 +116,8 @@ TEST(BlockTableTest, BlocksInFlightAreListedUntilTheirFetchEndsOrTheyAreErased) 
         in_flight.insert(b);
       }
     } else if (rng() % 3 == 0) {
-      in_flight.erase(it->second);
-      table.Erase(it->second);  // in flight or not
+      if (in_flight.erase(it->second) > 0) table.EndFetch(it->second);
+      table.Erase(it->second);
       blocks.erase(it);
     } else if (it->second->fetch != nullptr) {
       table.EndFetch(it->second);
@@ -136,8 +134,16 @@ TEST(BlockTableTest, BlocksInFlightAreListedUntilTheirFetchEndsOrTheyAreErased) 
     ASSERT_EQ(table.in_flight_size(), in_flight.size());
     ASSERT_EQ(table.lru_size() + in_flight.size(), table.size());
   }
+  // A block still in flight cannot be erased: its fetch would complete into freed memory.
+  Block* b = table.Insert(2, 0, 0);
+  table.BeginFetch(b, fetch);
+  EXPECT_DEATH(table.Erase(b), "Erase of a block in flight");
+  table.EndFetch(b);
+  EXPECT_DEATH(table.EndFetch(b), "EndFetch of a block not in flight");
 }
 
+// Random inserts, erases and lookups against a std::map, on few inodes and dense indexes (the
+// cache's keys: long probe runs that wrap around the slot array and shift back on erase).
 TEST(BlockIndexTest, AgreesWithAMapUnderChurn) {
   BlockIndex index;
   std::map<std::pair<uint64_t, uint64_t>, Block*> reference;

@@ -345,7 +345,7 @@ TEST(HintApiTest, StreamWhoseReadsStopMatchingRetires) {
 
 // TIPFS_IOC_QUERY and `tipfs stats` count the cache's buffers by state: held by a hint or in
 // flight for one (hinted), in flight for anything else and unheld (fetching), on the LRU or the
-// evict-first queue. The counts follow every change of state, fetches in flight included.
+// evict-first queue. The counts follow each change of state below, fetches in flight included.
 struct BufferCounts {
   uint64_t hinted, fetching, lru, evict_first;
   bool operator==(const BufferCounts&) const = default;
@@ -362,7 +362,7 @@ BufferCounts CountsOf(const CacheStats& s) {
 
 TEST(HintApiTest, BufferCountsFollowFetchesHoldsAndReleases) {
   CacheOptions o = TestOptions(64);
-  o.max_prefetches_per_disk = 1;
+  o.max_prefetches_per_disk = 2;
   CacheRig rig(2, kUnit, o, Wrap::kHeld);
   const std::string data = WriteFile(rig, 1, 32 * kBlock, 8);
   const std::string other = WriteFile(rig, 2, 4 * kBlock, 9);
@@ -390,21 +390,29 @@ TEST(HintApiTest, BufferCountsFollowFetchesHoldsAndReleases) {
   ASSERT_TRUE(rig.cache->Truncate(2, other.size(), 0).ok());
   EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 2, 0, 0}));
 
-  // Completed, the demand blocks go to the LRU; the hinted ones stay held.
+  // Prefetched for a hint cancelled while they are in flight, 20 and 21 are held by none but
+  // still count as hinted buffers until they arrive.
+  ASSERT_TRUE(rig.cache->Hint(Batch(101, 101, 1, data.size(), {{20 * kBlock, 2 * kBlock}})).ok());
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{6, 2, 0, 0}));
+  ASSERT_TRUE(rig.cache->Cancel(101).ok());
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{6, 2, 0, 0}));
+
+  // Completed, the demand blocks go to the LRU, the cancelled ones to evict-first; the hinted
+  // ones stay held.
   rig.HoldAll(false);
   rig.ReleaseAll();
   EXPECT_EQ(done, 4);
   for (uint64_t b = 0; b < 4; ++b) EXPECT_EQ(out[b], data.substr(b * kBlock, kBlock));
-  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 0, 2, 0}));
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{4, 0, 2, 2}));
 
   // Consumed by the hinting process, the demand-fetched blocks join the LRU.
   EXPECT_EQ(rig.Read(ReadContext{100, 100}, 1, 2 * kBlock, 2 * kBlock, data.size()),
             data.substr(2 * kBlock, 2 * kBlock));
-  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{2, 0, 4, 0}));
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{2, 0, 4, 2}));
 
   // Cancelled unread, the prefetched ones are the first to go.
   ASSERT_TRUE(rig.cache->Cancel(100).ok());
-  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{0, 0, 4, 2}));
+  EXPECT_EQ(CountsOf(rig.cache->Stats()), (BufferCounts{0, 0, 4, 4}));
 }
 
 }  // namespace
