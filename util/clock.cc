@@ -91,7 +91,9 @@ void SystemClock::TimerLoop() {
   // callbacks are short (complete a request, wake a reader), so it cannot starve anyone.
   sched_param param{};
   param.sched_priority = 1;
-  (void)pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+  if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0) {
+    Mutex::NeverSpinOnThisThread();
+  }
   TimerWakePlanner planner(NowNanos());
   MutexLock lock(&mu_);
   while (!stopping_) {

@@ -1,13 +1,16 @@
 // util/mutex.h: the wrappers keep the standard locks' semantics (exclusion, shared readers, the
-// lock released while a CondVar waits and held again after). Each test orders its threads with
+// lock released while a CondVar waits and held again after), Mutex's tries before it sleeps
+// included. Each test orders its threads with
 // the locks themselves, never with sleeps.
 #include "util/mutex.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace tipfs {
 namespace {
@@ -33,6 +36,59 @@ TEST(MutexTest, MutexLockExcludesOtherThreadsAndUnlockLetsThemIn) {
   }).join();
   EXPECT_TRUE(taken_after_unlock);
   lock.Lock();  // the destructor releases it again
+}
+
+// Lock tries again for a short while before it sleeps; either way every locker gets in, one at a
+// time.
+void CountUnderContention(bool spin) {
+  Mutex mu;
+  int count = 0;  // written under mu only
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      if (!spin) Mutex::NeverSpinOnThisThread();
+      for (int i = 0; i < 20000; ++i) {
+        MutexLock lock(&mu);
+        if (inside.fetch_add(1) != 0) overlapped = true;
+        ++count;
+        inside.fetch_sub(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_FALSE(overlapped.load());
+  EXPECT_EQ(count, 4 * 20000);
+}
+
+TEST(MutexTest, ContendedLockersGetInOneAtATime) { CountUnderContention(true); }
+
+TEST(MutexTest, ContendedLockersThatNeverSpinGetInOneAtATime) { CountUnderContention(false); }
+
+// A holder that keeps the lock past the locker's tries: the locker sleeps and still gets in,
+// after the release.
+TEST(MutexTest, ALockHeldLongerThanTheTriesIsWaitedFor) {
+  Mutex mu;
+  std::atomic<bool> trying{false};
+  bool released = false;  // written under mu
+  bool saw_release = false;
+  MutexLock lock(&mu);
+  std::thread locker([&] {
+    trying = true;
+    MutexLock inner(&mu);
+    saw_release = released;
+  });
+  while (!trying.load()) {
+  }
+  // Hold it for 2 ms of the caller's own spinning: far past the tries (a few microseconds).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  released = true;
+  lock.Unlock();
+  locker.join();
+  EXPECT_TRUE(saw_release);
 }
 
 TEST(MutexTest, CondVarReleasesTheMutexWhileWaitingAndHoldsItAfter) {
