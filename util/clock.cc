@@ -8,6 +8,8 @@
 
 #include <chrono>
 
+#include "util/cpu_relax.h"
+
 namespace tipfs {
 
 int64_t SystemClock::NowNanos() const {
@@ -118,9 +120,7 @@ void SystemClock::TimerLoop() {
       // deadline or until an earlier timer arrives.
       lock.Unlock();
       while (NowNanos() < deadline) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        CpuRelax();
         if (earlier_timer_.load(std::memory_order_relaxed)) break;
       }
       lock.Lock();

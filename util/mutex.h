@@ -19,6 +19,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "util/cpu_relax.h"
 #include "util/thread_annotations.h"
 
 namespace tipfs {
@@ -31,13 +32,15 @@ class CAPABILITY("mutex") Mutex {
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
-  // A taken lock is usually free again within a microsecond or two (no lock is held across I/O
-  // or a wait), sooner than a futex sleep and wake-up would hand it over, so Lock retries a
-  // bounded number of times before it sleeps.
+  // Most locks guard memory work only, so a taken lock is usually free again within a
+  // microsecond or two, sooner than a futex sleep and wake-up would hand it over: Lock tries a
+  // bounded number of times before it sleeps (200 CpuRelax: about 5 us on AMD Zen, 10 on Intel).
+  // A waiter for one of the few locks held across I/O (the metadata store's, across RocksDB;
+  // RadosDisk's usage call) pays those tries in CPU before it sleeps.
   void Lock() ACQUIRE() {
     if (mu_.try_lock()) return;
     for (int i = 0; spins_ && i < kSpinTries; ++i) {
-      for (int p = 0; p < 4; ++p) __builtin_ia32_pause();
+      for (int p = 0; p < 4; ++p) CpuRelax();
       if (mu_.try_lock()) return;
     }
     mu_.lock();
