@@ -94,7 +94,7 @@ void SystemClock::TimerLoop() {
   sched_param param{};
   param.sched_priority = 1;
   if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0) {
-    Mutex::NeverSpinOnThisThread();
+    Mutex::SetTriesOnThisThread(Mutex::kRealTimeTries);
   }
   TimerWakePlanner planner(NowNanos());
   MutexLock lock(&mu_);

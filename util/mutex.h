@@ -39,7 +39,7 @@ class CAPABILITY("mutex") Mutex {
   // RadosDisk's usage call) pays those tries in CPU before it sleeps.
   void Lock() ACQUIRE() {
     if (mu_.try_lock()) return;
-    for (int i = 0; spins_ && i < kSpinTries; ++i) {
+    for (int i = 0; i < tries_; ++i) {
       for (int p = 0; p < 4; ++p) CpuRelax();
       if (mu_.try_lock()) return;
     }
@@ -47,17 +47,19 @@ class CAPABILITY("mutex") Mutex {
   }
   void Unlock() RELEASE() { mu_.unlock(); }
   bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
-  // For a real-time thread: it may have preempted the holder on its own CPU, where spinning
-  // would only keep the holder from running.
-  static void NeverSpinOnThisThread() { spins_ = false; }
+  // How many times Lock tries again on the calling thread (default kTries). A real-time thread
+  // may have preempted the holder on its own CPU, where long tries only keep the holder from
+  // running: the clock's timer thread takes kRealTimeTries.
+  static void SetTriesOnThisThread(int tries) { tries_ = tries; }
+  static constexpr int kTries = 50;
+  static constexpr int kRealTimeTries = 8;
   // Tells the analysis the caller holds the lock where it cannot see it (no run-time check:
   // std::mutex does not know its owner).
   void AssertHeld() const ASSERT_CAPABILITY(this) {}
 
  private:
   friend class CondVar;
-  static constexpr int kSpinTries = 50;
-  static inline thread_local bool spins_ = true;
+  static inline thread_local int tries_ = kTries;
   std::mutex mu_;
 };
 

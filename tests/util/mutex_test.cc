@@ -40,7 +40,7 @@ TEST(MutexTest, MutexLockExcludesOtherThreadsAndUnlockLetsThemIn) {
 
 // Lock tries again for a short while before it sleeps; either way every locker gets in, one at a
 // time.
-void CountUnderContention(bool spin) {
+void CountUnderContention(int tries) {
   Mutex mu;
   int count = 0;  // written under mu only
   std::atomic<int> inside{0};
@@ -48,7 +48,7 @@ void CountUnderContention(bool spin) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
-      if (!spin) Mutex::NeverSpinOnThisThread();
+      Mutex::SetTriesOnThisThread(tries);
       for (int i = 0; i < 20000; ++i) {
         MutexLock lock(&mu);
         if (inside.fetch_add(1) != 0) overlapped = true;
@@ -62,9 +62,13 @@ void CountUnderContention(bool spin) {
   EXPECT_EQ(count, 4 * 20000);
 }
 
-TEST(MutexTest, ContendedLockersGetInOneAtATime) { CountUnderContention(true); }
+TEST(MutexTest, ContendedLockersGetInOneAtATime) { CountUnderContention(Mutex::kTries); }
 
-TEST(MutexTest, ContendedLockersThatNeverSpinGetInOneAtATime) { CountUnderContention(false); }
+TEST(MutexTest, ContendedLockersWithFewTriesGetInOneAtATime) {
+  CountUnderContention(Mutex::kRealTimeTries);
+}
+
+TEST(MutexTest, ContendedLockersThatNeverTryAgainGetInOneAtATime) { CountUnderContention(0); }
 
 // A holder that keeps the lock past the locker's tries: the locker sleeps and still gets in,
 // after the release.
